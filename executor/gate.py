@@ -1,0 +1,39 @@
+"""The seam between handlers and policy: every action a handler is about to take asks the gate.
+
+A gate answers with a final :class:`~policies.decision.Verdict` — ALLOW or DENY, never PROMPT:
+the gate itself resolves PROMPT through the approvals callback and records the decision in the
+audit log. Handlers therefore never talk to the policy engine, the approvals UI or the audit
+log directly; they ask the gate and act on the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from policies.decision import Verdict
+
+__all__ = ["Gate", "PatchKind"]
+
+PatchKind = Literal["create_file", "update_file", "delete_file"]
+
+
+class Gate(Protocol):
+    async def shell(self, command: str, *, call_id: str) -> Verdict:
+        """May this shell command line run?"""
+        ...
+
+    async def patch(self, path: str, kind: PatchKind, *, call_id: str) -> Verdict:
+        """May this file operation happen? (path is workspace-relative and already validated)"""
+        ...
+
+    async def url(self, url: str, *, call_id: str) -> Verdict:
+        """May the browser go to this URL?"""
+        ...
+
+    async def function(self, name: str, *, call_id: str) -> Verdict:
+        """May this function/custom tool run?"""
+        ...
+
+    async def mcp(self, server_label: str, tool: str, *, call_id: str) -> Verdict:
+        """May this hosted MCP call be approved?"""
+        ...

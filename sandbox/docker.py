@@ -1,0 +1,416 @@
+"""The Docker back-end: one warm, hardened container per session, spoken to through the helper.
+
+Start-up: create the container (not started), copy ``runner.py`` into a small anonymous volume
+with ``put_archive`` (the root filesystem is read-only, and the archive API refuses to write
+there), attach to its stdin/stdout, start it. The helper is the container's main process under
+Docker's init, so its life and the container's are one: when the attach stream closes (the
+front-end exited, or was SIGKILLed) stdin closes (``stdin_once``), the helper exits, and
+``auto_remove`` deletes the container. Labels let :func:`reap` remove anything left over.
+
+Hardening by default: every capability dropped, no-new-privileges, read-only root, tmpfs /tmp,
+pids/memory/CPU limits, no network, no host environment, a non-root user (the workspace owner's
+uid:gid — see :func:`container_user`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import os
+import secrets
+import socket
+import struct
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.types import Mount
+
+from . import images
+from .base import SessionLimits
+from .errors import SandboxUnavailable
+from .protocol import HelperSession, RunnerClient
+
+__all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
+
+log = logging.getLogger("sandloop.docker")
+
+RUNNER = Path(__file__).with_name("runner.py")
+HELPER_DIR = "/opt/sandloop"
+WORKSPACE = "/workspace"
+LABEL = "sandloop.session"
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    image: str | None = None  # None: the shell image for this package version
+    read_only_workspace: bool = False
+    network: str = "none"  # "none", or a Docker network name when a policy opens it
+    memory: str = "1g"
+    cpus: float = 1.0
+    pids_limit: int = 256
+    tmpfs_size: str = "256m"
+    runtime: str | None = None  # None: the engine's default; "runc" or "runsc" to insist
+    user: str | None = None  # None: the workspace owner's uid:gid (see container_user)
+    env: Mapping[str, str] = field(default_factory=dict)  # passed to every command
+    idle_expiry_s: float = 900.0  # the helper exits after this long without a request
+    max_lifetime_s: float = 24 * 3600.0  # the reaper removes anything older
+    limits: SessionLimits = field(default_factory=SessionLimits)
+
+
+def container_user(workspace: Path) -> tuple[str, str]:
+    """The uid:gid the container runs as, and why.
+
+    The bind-mounted checkout must be writable by the container user, and sandloop never chowns
+    a user's files. So the container runs as the checkout's owner. A root-owned checkout runs as
+    uid 0 — with every capability dropped, so it is root only in name: it cannot override file
+    permissions, change ownership, or do anything else a capability would allow (`doctor` says so).
+    """
+    st = workspace.stat()
+    if st.st_uid == 0:
+        return "0:0", "workspace is owned by root: running as uid 0 with every capability dropped"
+    return f"{st.st_uid}:{st.st_gid}", f"running as the workspace owner {st.st_uid}:{st.st_gid}"
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """The kernel's start time of a process (field 22 of /proc/PID/stat): PIDs get reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_labels(session_id: str, lifetime_s: float, idle_s: float) -> dict[str, str]:
+    pid = os.getpid()
+    return {
+        LABEL: session_id,
+        "sandloop.owner_pid": str(pid),
+        "sandloop.owner_start": _proc_start_time(pid) or "",
+        "sandloop.owner_host": socket.gethostname(),
+        "sandloop.expires": str(int(time.time() + lifetime_s)),
+        "sandloop.idle_expiry_s": str(int(idle_s)),
+    }
+
+
+def stale_reason(labels: Mapping[str, str], status: str, now: float | None = None) -> str | None:
+    """Why a sandloop container should be removed, or None when its owner still needs it."""
+    now = time.time() if now is None else now
+    if status in ("exited", "dead"):
+        return f"container {status}"
+    try:
+        if float(labels.get("sandloop.expires", "0")) < now:
+            return "expired"
+    except ValueError:
+        return "unreadable expiry label"
+    if labels.get("sandloop.owner_host") != socket.gethostname():
+        return None  # another machine's owner: only its expiry can tell
+    try:
+        pid = int(labels.get("sandloop.owner_pid", ""))
+    except ValueError:
+        return "unreadable owner label"
+    start = _proc_start_time(pid)
+    if start is None:
+        return f"owner pid {pid} is gone"
+    if labels.get("sandloop.owner_start") and start != labels["sandloop.owner_start"]:
+        return f"owner pid {pid} was reused by another process"
+    return None
+
+
+def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple[str, str]]:
+    """Remove sandloop containers whose owner is dead or whose expiry passed (or all of them).
+
+    Returns (container name, reason) for each one removed.
+    """
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        labels = container.labels or {}
+        reason = "gc --all" if everything else stale_reason(labels, container.status)
+        if reason is None:
+            continue
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+        removed.append((container.name or container.id, reason))
+    return removed
+
+
+def _helper_archive() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = RUNNER.read_bytes()
+        info = tarfile.TarInfo("runner.py")
+        info.size = len(data)
+        info.mode = 0o444
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class _Demux:
+    """Reads Docker's multiplexed attach stream: 8-byte headers (stream id, length) + payload.
+
+    stdout payloads are the helper's protocol frames; stderr goes to the log (helper tracebacks).
+    """
+
+    def __init__(self, sock: socket.socket, on_stderr: Callable[[bytes], None]) -> None:
+        self._sock = sock
+        self._buf = b""
+        self._on_stderr = on_stderr
+
+    def _exact(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("stream closed")
+            data += chunk
+        return bytes(data)
+
+    def recv(self, n: int) -> bytes:
+        while not self._buf:
+            try:
+                header = self._exact(8)
+            except EOFError:
+                return b""
+            stream, size = header[0], struct.unpack(">I", header[4:])[0]
+            payload = self._exact(size)
+            if stream == 2:
+                self._on_stderr(payload)
+            else:
+                self._buf = payload
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+class DockerSession(HelperSession):
+    """A hardened container with the workspace bind-mounted at /workspace."""
+
+    def __init__(self, client: docker.DockerClient, workspace: Path, config: DockerConfig) -> None:
+        super().__init__(config.limits)
+        self.client = client
+        self.host_workspace = workspace.resolve()
+        self.config = config
+        self.workspace = WORKSPACE
+        self.session_id = secrets.token_hex(6)
+        self.image = config.image or images.image_name("shell")
+        self.user, self.user_reason = (
+            (config.user, "set by configuration") if config.user else container_user(self.host_workspace)
+        )
+        self.container: Container | None = None
+        self.hello: dict[str, Any] = {}
+        self.restarts = 0
+        self.notes: list[str] = []
+        self._runner: RunnerClient | None = None
+        self._sock: socket.socket | None = None
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def create(
+        cls,
+        workspace: Path,
+        config: DockerConfig | None = None,
+        *,
+        client: docker.DockerClient | None = None,
+        reap_stale: bool = True,
+    ) -> DockerSession:
+        """Start a session (and, first, reap containers left behind by dead front-ends)."""
+        if not workspace.is_dir():
+            raise SandboxUnavailable(f"workspace {workspace} is not a directory")
+        try:
+            client = client or await asyncio.to_thread(docker.from_env)
+            if reap_stale:
+                for name, reason in await asyncio.to_thread(reap, client):
+                    log.info("reaped %s (%s)", name, reason)
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(f"no Docker engine answers: {exc}") from exc
+        session = cls(client, workspace, config or DockerConfig())
+        await session._client()
+        return session
+
+    # --- container life ------------------------------------------------------------------
+
+    def _create_container(self) -> Container:
+        """Create (not start) the container. The low-level API: only it takes ``stdin_once``."""
+        cfg = self.config
+        api = self.client.api
+        host_config = api.create_host_config(
+            init=True,
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
+            mounts=[
+                Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace),
+                Mount(HELPER_DIR, None, type="volume"),
+            ],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=cfg.pids_limit,
+            mem_limit=cfg.memory,
+            memswap_limit=cfg.memory,  # no swap: a memory bomb meets the limit, not the disk
+            nano_cpus=int(cfg.cpus * 1e9),
+            network_mode=cfg.network,
+            auto_remove=True,
+            runtime=cfg.runtime,
+        )
+        created = api.create_container(
+            self.image,
+            command=["python3", "-u", f"{HELPER_DIR}/runner.py", "--workspace", WORKSPACE,
+                     "--idle", str(cfg.idle_expiry_s)],
+            name=f"sandloop-{self.session_id}-{self.restarts}",
+            user=self.user,
+            working_dir=WORKSPACE,
+            stdin_open=True,
+            detach=False,  # with stdin_open: StdinOnce, so the helper sees EOF when our stream closes
+            tty=False,
+            environment={},  # nothing from the host, never the API key
+            labels=_owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
+            hostname="sandbox",
+            network_disabled=cfg.network == "none",
+            host_config=host_config,
+        )
+        return self.client.containers.get(created["Id"])
+
+    def _start_container(self) -> RunnerClient:
+        try:
+            container = self._create_container()
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(
+                f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise SandboxUnavailable(f"cannot create the sandbox container: {exc.explanation or exc}") from exc
+        self.container = container
+        try:
+            container.put_archive(HELPER_DIR, _helper_archive())
+            raw = self.client.api.attach_socket(
+                container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            sock: socket.socket = getattr(raw, "_sock", raw)
+            sock.settimeout(None)
+            self._sock = sock
+            container.start()
+        except docker.errors.APIError as exc:
+            self._remove_container(container)
+            text = str(exc.explanation or exc)
+            if "python3" in text and ("not found" in text or "no such file" in text):
+                raise SandboxUnavailable(
+                    f"image {self.image} has no python3: sandloop's in-container helper needs "
+                    "python3 (standard library only) in the image"
+                ) from exc
+            if "runtime" in text.lower() and self.config.runtime:
+                raise SandboxUnavailable(
+                    f"the engine has no runtime {self.config.runtime!r}: {text}"
+                ) from exc
+            raise SandboxUnavailable(f"cannot start the sandbox container: {text}") from exc
+        name = f"container {container.name}"
+        stderr_tail: list[bytes] = []
+
+        def on_stderr(data: bytes) -> None:
+            stderr_tail.append(data)
+            del stderr_tail[:-20]
+            log.debug("%s stderr: %s", name, data.decode(errors="replace").rstrip())
+
+        demux = _Demux(sock, on_stderr)
+        self._stderr_tail = stderr_tail
+        return RunnerClient(demux.recv, sock.sendall, name=name)
+
+    def _remove_container(self, container: Container) -> None:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                log.warning("could not remove %s: %s", container.name, exc)
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    async def _client(self) -> RunnerClient:
+        if self._runner is not None and self._runner.alive:
+            return self._runner
+        async with self._start_lock:
+            if self._runner is not None and self._runner.alive:
+                return self._runner
+            if self._closed:
+                raise SandboxUnavailable("the session is closed")
+            if self._runner is not None:
+                # The container died (OOM-killed helper, docker kill, daemon restart): start a
+                # fresh one on the same workspace; the session goes on.
+                self.restarts += 1
+                note = f"sandbox container died ({self.dead_reason()}); started a new one"
+                self.notes.append(note)
+                log.warning(note)
+                await asyncio.to_thread(self._teardown)
+            runner = await asyncio.to_thread(self._start_container)
+            try:
+                self.hello = await asyncio.wait_for(runner.request("hello"), 60)
+            except (SandboxUnavailable, TimeoutError) as exc:
+                tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
+                await asyncio.to_thread(self._teardown)
+                if "python3" in tail and "not found" in tail:
+                    raise SandboxUnavailable(f"image {self.image} has no python3: sandloop's helper needs it") from exc
+                raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+            self._runner = runner
+            return runner
+
+    def dead_reason(self) -> str:
+        container = self.container
+        if container is None:
+            return "never started"
+        try:
+            container.reload()
+            state = container.attrs.get("State", {})
+            if state.get("OOMKilled"):
+                return "out of memory"
+            return f"status {state.get('Status')}, exit code {state.get('ExitCode')}"
+        except docker.errors.NotFound:
+            return "container gone"
+        except docker.errors.APIError as exc:
+            return f"engine error: {exc}"
+
+    def _teardown(self) -> None:
+        self._close_socket()
+        if self._runner is not None:
+            self._runner.mark_dead("session closed")
+        container, self.container = self.container, None
+        if container is not None:
+            self._remove_container(container)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        async with self._start_lock:
+            await asyncio.to_thread(self._teardown)
+
+    # --- facts for doctor and tests --------------------------------------------------------
+
+    def inspect(self) -> dict[str, Any]:
+        if self.container is None:
+            return {}
+        self.container.reload()
+        return dict(self.container.attrs)
+
+    def runtime_in_force(self) -> str:
+        """Which OCI runtime really runs this container (engine-side, not what was asked for)."""
+        host = self.inspect().get("HostConfig", {})
+        return str(host.get("Runtime") or "runc")

@@ -1,0 +1,87 @@
+"""LocalSession: the same helper, run as a plain subprocess on the host, confined to one directory.
+
+This back-end gives NO isolation: commands run as you, with your network and your files. The
+file operations still refuse any path that leaves the root (the helper opens each component with
+O_NOFOLLOW). It exists for `sandloop apply-patch --root DIR` and for machines without Docker;
+the loop uses the Docker back-end unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .base import SessionLimits
+from .errors import SandboxUnavailable
+from .protocol import HelperSession, RunnerClient
+
+__all__ = ["LocalSession"]
+
+RUNNER = Path(__file__).with_name("runner.py")
+
+
+class LocalSession(HelperSession):
+    def __init__(self, root: Path, limits: SessionLimits) -> None:
+        super().__init__(limits)
+        self.root = root.resolve()
+        self.workspace = str(self.root)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._runner: RunnerClient | None = None
+
+    @classmethod
+    async def create(cls, root: Path, *, limits: SessionLimits | None = None) -> LocalSession:
+        if not root.is_dir():
+            raise SandboxUnavailable(f"{root} is not a directory")
+        session = cls(root, limits or SessionLimits())
+        await session._client()
+        return session
+
+    def _start(self) -> RunnerClient:
+        proc = subprocess.Popen(
+            [sys.executable, "-u", str(RUNNER), "--workspace", str(self.root), "--home",
+             os.environ.get("HOME", "/tmp")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        def send(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        self._proc = proc
+        return RunnerClient(stdout.read1, send, name=f"local helper (pid {proc.pid})")
+
+    async def _client(self) -> RunnerClient:
+        if self._runner is None or not self._runner.alive:
+            await self._stop()
+            self._runner = await asyncio.to_thread(self._start)
+            await self._runner.request("hello")
+        return self._runner
+
+    async def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            await asyncio.to_thread(proc.wait, 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    async def close(self) -> None:
+        await self._stop()
+        self._runner = None
