@@ -15,6 +15,7 @@ uid:gid — see :func:`container_user`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import os
@@ -130,19 +131,22 @@ def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple
     Returns (container name, reason) for each one removed.
     """
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        labels = container.labels or {}
-        reason = "gc --all" if everything else stale_reason(labels, container.status)
+    # The low-level listing carries labels and state itself: fetching each container afterwards
+    # would race with containers that auto-remove while we look.
+    for row in client.api.containers(all=True, filters={"label": LABEL}):
+        labels = row.get("Labels") or {}
+        name = (row.get("Names") or [row["Id"]])[0].lstrip("/")
+        reason = "gc --all" if everything else stale_reason(labels, str(row.get("State", "")))
         if reason is None:
             continue
         try:
-            container.remove(force=True, v=True)
+            client.api.remove_container(row["Id"], force=True, v=True)
         except docker.errors.NotFound:
-            pass
+            continue
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise
-        removed.append((container.name or container.id, reason))
+        removed.append((name, reason))
     return removed
 
 
@@ -338,10 +342,8 @@ class DockerSession(HelperSession):
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     async def _client(self) -> RunnerClient:
@@ -366,8 +368,11 @@ class DockerSession(HelperSession):
             except (SandboxUnavailable, TimeoutError) as exc:
                 tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
                 await asyncio.to_thread(self._teardown)
-                if "python3" in tail and "not found" in tail:
-                    raise SandboxUnavailable(f"image {self.image} has no python3: sandloop's helper needs it") from exc
+                if "exec python3 failed" in tail or ("python3" in tail and "not found" in tail):
+                    raise SandboxUnavailable(
+                        f"image {self.image} has no python3: sandloop's in-container helper needs python3 "
+                        "(standard library only) in the image"
+                    ) from exc
                 raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
             self._runner = runner
             return runner

@@ -9,6 +9,8 @@ the loop uses the Docker back-end unless told otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -49,7 +51,9 @@ class LocalSession(HelperSession):
             close_fds=True,
         )
         assert proc.stdin is not None and proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
+        stdin = proc.stdin
+        stdout = proc.stdout
+        assert isinstance(stdout, io.BufferedReader)
 
         def send(data: bytes) -> None:
             stdin.write(data)
@@ -70,10 +74,8 @@ class LocalSession(HelperSession):
         if proc is None:
             return
         if proc.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
         try:
             await asyncio.to_thread(proc.wait, 5)
         except subprocess.TimeoutExpired:

@@ -248,7 +248,8 @@ class HelperSession(Session):
             )
         except TimeoutError:
             client.mark_dead("the helper did not answer in time")
-            raise SandboxTimeout(f"no answer from the sandbox {timeout + self.REPLY_MARGIN_S:.0f}s after start") from None
+            waited = timeout + self.REPLY_MARGIN_S
+            raise SandboxTimeout(f"no answer from the sandbox {waited:.0f}s after the command started") from None
 
     async def read_file(self, path: str) -> bytes:
         return await (await self._client()).read_file(path)

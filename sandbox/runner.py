@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import errno
 import json
 import os
@@ -43,6 +44,7 @@ MAX_READ_BYTES = 64 << 20
 
 _write_lock = threading.Lock()
 _groups: set[int] = set()  # process groups started; killed when the front-end goes away
+_running: set[int] = set()  # groups whose command is still being waited on
 _busy = 0
 _busy_lock = threading.Lock()
 _last_activity = time.monotonic()
@@ -170,6 +172,26 @@ def _shell() -> list[str]:
 SHELL = _shell()
 
 
+def _spawn(command: str, workspace: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*SHELL, command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def _reclaim() -> None:
+    """Kill every background process group whose command already returned."""
+    for pgid in list(_groups - _running):
+        _killpg(pgid, signal.SIGKILL)
+        _groups.discard(pgid)
+
+
 def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
     command = req["command"]
     timeout = float(req.get("timeout_s") or 120.0)
@@ -179,19 +201,19 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
     oom_before = _oom_kills()
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            [*SHELL, command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workspace,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = _spawn(command, workspace, env)
+    except BlockingIOError:
+        # The pids limit is exhausted, typically by a fork bomb left running in the background
+        # by an earlier command. Reclaim those processes so the session keeps working.
+        _reclaim()
+        try:
+            proc = _spawn(command, workspace, env)
+        except OSError as exc:
+            raise RequestError("resources", f"cannot start {SHELL[0]}: {exc}") from exc
     except OSError as exc:
         raise RequestError("spawn", f"cannot start {SHELL[0]}: {exc}") from exc
     _groups.add(proc.pid)
+    _running.add(proc.pid)
     try:
         # Children, not the helper, should be the OOM killer's first choice.
         with open(f"/proc/{proc.pid}/oom_score_adj", "w") as fh:
@@ -205,7 +227,11 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
         proc.wait()
         os.write(exit_w, b"x")
 
-    threading.Thread(target=waiter, daemon=True).start()
+    try:
+        threading.Thread(target=waiter, daemon=True).start()
+    except RuntimeError:  # no pid left for a thread: free the background ones, then retry
+        _reclaim()
+        threading.Thread(target=waiter, daemon=True).start()
     assert proc.stdout is not None and proc.stderr is not None
     streams = {proc.stdout.fileno(): Capped(cap), proc.stderr.fileno(): Capped(cap)}
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
@@ -257,6 +283,7 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
             os.close(fd)
         proc.stdout.close()
         proc.stderr.close()
+    _running.discard(proc.pid)
     code = proc.returncode
     timed_out = term_at is not None
     if timed_out:
@@ -310,7 +337,8 @@ class Walker:
                     nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
-                        raise RequestError("missing", f"{path}: directory {'/'.join(parts[: i + 1])} does not exist") from None
+                        missing = "/".join(parts[: i + 1])
+                        raise RequestError("missing", f"{path}: directory {missing} does not exist") from None
                     os.mkdir(part, 0o755, dir_fd=fd)
                     nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError as exc:
@@ -400,10 +428,8 @@ def op_commit(req: dict, walker: Walker) -> dict:
         for e in entries:
             for key in names:
                 if e.get(key):
-                    try:
+                    with contextlib.suppress(OSError):
                         os.unlink(e[key], dir_fd=e["dir_fd"])
-                    except OSError:
-                        pass
 
     try:
         seen: set[str] = set()
@@ -514,6 +540,10 @@ def handle(req: dict, workspace: str, walker: Walker, env: dict[str, str]) -> No
             _last_activity = time.monotonic()
 
 
+def _start_handler(req: dict, workspace: str, walker: Walker, env: dict[str, str]) -> None:
+    threading.Thread(target=handle, args=(req, workspace, walker, env), daemon=True).start()
+
+
 def idle_watch(idle_s: float) -> None:
     while True:
         time.sleep(min(5.0, idle_s / 4))
@@ -558,11 +588,16 @@ def main() -> None:
             _busy += 1
             _last_activity = time.monotonic()
         try:
-            threading.Thread(target=handle, args=(req, workspace, walker, env), daemon=True).start()
-        except RuntimeError as exc:  # no threads left (e.g. a fork bomb holds every pid)
-            with _busy_lock:
-                _busy -= 1
-            send({"id": req.get("id"), "ok": False, "error": {"kind": "resources", "message": str(exc)}})
+            _start_handler(req, workspace, walker, env)
+        except RuntimeError:  # no threads left: a fork bomb holds every pid
+            _reclaim()
+            try:
+                _start_handler(req, workspace, walker, env)
+            except RuntimeError as exc:
+                with _busy_lock:
+                    _busy -= 1
+                error = {"kind": "resources", "message": f"pids limit exhausted: {exc}"}
+                send({"id": req.get("id"), "ok": False, "error": error})
     # stdin closed: the front-end is gone. Take every command's process group with us (in a
     # container the engine would anyway; on the host, LocalSession relies on this).
     for pgid in list(_groups):

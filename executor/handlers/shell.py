@@ -1,0 +1,187 @@
+"""shell_call → shell_call_output (protocol.md A.3).
+
+The commands of one call run in order in the session, one output entry each, each with its own
+timeout (the call's ``timeout_ms``, or the default, capped by the configured maximum). Every
+command asks the gate first; a refusal answers that command with the reason on stderr and exit
+code 126 and the others still run. After a command times out the rest of the call is skipped
+(each answered as skipped), so one call can never cost more than one timeout. A back-end failure
+— a dead container, a daemon error — becomes stderr text and exit code 125 for that command;
+the session starts a fresh container for the next one. ``max_output_length`` is echoed back and
+applied per command to stdout+stderr together, keeping the head and the tail of each.
+
+:func:`shell_call_output` is the pure part: item + per-command results → the output item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from executor.gate import Gate
+from policies.decision import Decision
+from sandbox.base import CommandResult, Session
+from sandbox.errors import SandloopError, describe
+
+__all__ = [
+    "EXIT_BACKEND_ERROR",
+    "EXIT_DENIED",
+    "ShellLimits",
+    "Step",
+    "handle_shell_call",
+    "run_steps",
+    "shell_call_output",
+    "step_from_result",
+    "truncate_middle",
+]
+
+EXIT_DENIED = 126  # the shell's own code for "found but cannot be executed"
+EXIT_BACKEND_ERROR = 125  # Docker's convention for "the engine failed, not the command"
+
+
+@dataclass(frozen=True)
+class ShellLimits:
+    default_timeout_ms: int = 120_000
+    max_timeout_ms: int = 600_000
+    max_output_bytes: int = 1 << 20  # per stream per command, enforced inside the container
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one command produced, in the shape the wire needs."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None  # None: timed out
+
+    def wire(self) -> dict[str, Any]:
+        outcome: dict[str, Any] = (
+            {"type": "timeout"} if self.exit_code is None else {"type": "exit", "exit_code": self.exit_code}
+        )
+        return {"stdout": self.stdout, "stderr": self.stderr, "outcome": outcome}
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """At most ``limit`` characters: the head and the tail, and how much was cut between them."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n…[{len(text) - limit} chars dropped]…\n"
+    if limit <= len(marker):
+        return text[:limit]
+    keep = limit - len(marker)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+def _apply_length(step: Step, limit: int | None) -> Step:
+    if limit is None or len(step.stdout) + len(step.stderr) <= limit:
+        return step
+    # stderr is usually short and says why something failed: it gets up to half first.
+    err_budget = min(len(step.stderr), limit // 2)
+    out_budget = limit - err_budget
+    if len(step.stdout) < out_budget:
+        err_budget = limit - len(step.stdout)
+        out_budget = len(step.stdout)
+    return Step(truncate_middle(step.stdout, out_budget), truncate_middle(step.stderr, err_budget), step.exit_code)
+
+
+def _with_note(stderr: str, note: str) -> str:
+    sep = "" if not stderr or stderr.endswith("\n") else "\n"
+    return f"{stderr}{sep}[sandloop] {note}\n"
+
+
+def step_from_result(result: CommandResult, *, timeout_ms: int, memory: str | None = None) -> Step:
+    stderr = result.stderr.text
+    if result.timed_out:
+        note = f"timed out after {timeout_ms} ms; the command's processes were killed"
+        return Step(result.stdout.text, _with_note(stderr, note), None)
+    if result.oom_killed:
+        stderr = _with_note(stderr, "killed: out of memory" + (f" (memory limit {memory})" if memory else ""))
+    elif result.signal:
+        stderr = _with_note(stderr, f"killed by signal {result.signal}")
+    return Step(result.stdout.text, stderr, result.exit_code)
+
+
+def shell_call_output(item: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any]:
+    """The shell_call_output answering ``item`` (no ``status``: the API refuses it, A.3)."""
+    action = item.get("action") or {}
+    limit = action.get("max_output_length")
+    out: dict[str, Any] = {
+        "type": "shell_call_output",
+        "call_id": item["call_id"],
+        "output": [_apply_length(s, limit).wire() for s in steps],
+    }
+    if limit is not None:
+        out["max_output_length"] = limit
+    if item.get("caller") is not None:
+        out["caller"] = item["caller"]
+    return out
+
+
+def effective_timeout_ms(requested: int | None, limits: ShellLimits) -> int:
+    wanted = limits.default_timeout_ms if requested is None or requested <= 0 else requested
+    return min(wanted, limits.max_timeout_ms)
+
+
+async def run_steps(
+    commands: Sequence[str],
+    session: Session,
+    gate: Gate,
+    *,
+    call_id: str,
+    timeout_ms: int,
+    limits: ShellLimits,
+    env: dict[str, str] | None = None,
+    memory: str | None = None,
+) -> list[Step]:
+    steps: list[Step] = []
+    for index, command in enumerate(commands):
+        if steps and steps[-1].exit_code is None:
+            rest = len(commands) - index
+            steps.extend(
+                Step("", "[sandloop] skipped: an earlier command in this call timed out", EXIT_BACKEND_ERROR)
+                for _ in range(rest)
+            )
+            break
+        verdict = await gate.shell(command, call_id=call_id)
+        if verdict.decision is not Decision.ALLOW:
+            steps.append(Step("", f"{describe_refusal(verdict.justification, verdict.rule_id)}\n", EXIT_DENIED))
+            continue
+        try:
+            result = await session.run(
+                command,
+                timeout_s=timeout_ms / 1000,
+                max_output_bytes=limits.max_output_bytes,
+                env=env,
+            )
+        except SandloopError as exc:
+            steps.append(Step("", describe(exc) + "\n", EXIT_BACKEND_ERROR))
+            continue
+        steps.append(step_from_result(result, timeout_ms=timeout_ms, memory=memory))
+    return steps
+
+
+def describe_refusal(justification: str, rule_id: str | None) -> str:
+    rule = f" (rule {rule_id})" if rule_id else ""
+    return f"sandloop: denied by policy{rule}: {justification}"
+
+
+async def handle_shell_call(
+    item: dict[str, Any],
+    session: Session,
+    gate: Gate,
+    *,
+    limits: ShellLimits | None = None,
+    env: dict[str, str] | None = None,
+    memory: str | None = None,
+) -> dict[str, Any]:
+    """Run a local shell_call in the session and answer it."""
+    limits = limits or ShellLimits()
+    action = item.get("action") or {}
+    commands = [str(c) for c in action.get("commands") or []]
+    timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)
+    steps = await run_steps(
+        commands, session, gate, call_id=item["call_id"], timeout_ms=timeout_ms,
+        limits=limits, env=env, memory=memory,
+    )
+    return shell_call_output(item, steps)

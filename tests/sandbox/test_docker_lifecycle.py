@@ -1,0 +1,149 @@
+"""Container lifecycle against a real engine: reaping, killed front-ends, ownership, runtimes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox import images
+from sandbox.docker import LABEL, DockerConfig, DockerSession, reap, stale_reason
+
+pytestmark = [pytest.mark.docker]
+
+FRONTEND = """
+import asyncio, sys
+from pathlib import Path
+from sandbox.docker import DockerSession
+async def main():
+    s = await DockerSession.create(Path(sys.argv[1]))
+    print(s.container.id, flush=True)
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+def _wait_gone(client: docker.DockerClient, container_id: str, deadline_s: float = 60) -> bool:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_sigkilled_frontend_leaves_nothing_running(docker_client, user_workspace: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", FRONTEND, str(user_workspace)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    container_id = proc.stdout.readline().strip()
+    assert docker_client.containers.get(container_id).status == "running"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # The attach stream closes with the process, the helper sees EOF, the container goes.
+    assert _wait_gone(docker_client, container_id)
+
+
+def test_reaper_removes_containers_of_dead_owners(docker_client) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {
+        LABEL: "reaper-test",
+        "sandloop.owner_pid": str(dead.pid),
+        "sandloop.owner_start": "1",
+        "sandloop.owner_host": os.uname().nodename,
+        "sandloop.expires": str(int(time.time() + 3600)),
+    }
+    orphan = docker_client.containers.run(
+        images.image_name("shell"), ["sleep", "600"], detach=True, labels=labels, network_mode="none"
+    )
+    try:
+        assert stale_reason(labels, "running") is not None
+        removed = reap(docker_client)
+        assert any(name == orphan.name for name, _ in removed)
+        assert _wait_gone(docker_client, orphan.id, 10)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            orphan.remove(force=True)
+
+
+def test_stale_reason_rules() -> None:
+    me = {
+        LABEL: "x",
+        "sandloop.owner_pid": str(os.getpid()),
+        "sandloop.owner_host": os.uname().nodename,
+        "sandloop.expires": str(int(time.time() + 60)),
+    }
+    assert stale_reason(me, "running") is None
+    assert stale_reason({**me, "sandloop.expires": "1"}, "running") == "expired"
+    assert stale_reason(me, "exited") == "container exited"
+    assert stale_reason({**me, "sandloop.owner_start": "no-such-start"}, "running") is not None
+    other_host = {**me, "sandloop.owner_host": "elsewhere", "sandloop.owner_pid": "1"}
+    assert stale_reason(other_host, "running") is None  # only its expiry can tell
+
+
+async def test_closing_removes_the_container(docker_client, user_workspace: Path) -> None:
+    s = await DockerSession.create(user_workspace, client=docker_client)
+    assert s.container is not None
+    cid = s.container.id
+    await s.close()
+    assert _wait_gone(docker_client, cid, 10)
+
+
+async def test_read_only_workspace(docker_client, user_workspace: Path) -> None:
+    (user_workspace / "f.txt").write_text("x")
+    async with await DockerSession.create(
+        user_workspace, DockerConfig(read_only_workspace=True), client=docker_client
+    ) as s:
+        r = await s.run("cat f.txt; touch g.txt")
+        assert r.stdout.text == "x" and r.exit_code != 0 and "Read-only" in r.stderr.text
+
+
+async def test_root_owned_checkout_runs_as_uid0_without_capabilities(docker_client, tmp_path: Path) -> None:
+    ws = tmp_path / "rootrepo"
+    ws.mkdir()
+    (ws / "theirs.txt").write_text("owned by 1000\n")
+    os.chown(ws / "theirs.txt", 1000, 1000)
+    os.chmod(ws / "theirs.txt", 0o644)
+    async with await DockerSession.create(ws, client=docker_client) as s:
+        assert s.user == "0:0" and "capability" in s.user_reason
+        r = await s.run("id -u; grep CapEff /proc/self/status; echo ok > mine.txt && cat mine.txt")
+        assert r.stdout.text.split() == ["0", "CapEff:", "0000000000000000", "ok"]
+        # root in name only: no CAP_DAC_OVERRIDE, so another user's file stays theirs
+        r = await s.run("echo hijack >> theirs.txt")
+        assert r.exit_code != 0 and "Permission denied" in r.stderr.text
+    assert (ws / "theirs.txt").read_text() == "owned by 1000\n"
+
+
+async def test_image_without_python_is_a_clear_error(docker_client, user_workspace: Path) -> None:
+    with pytest.raises(Exception) as info:
+        await DockerSession.create(user_workspace, DockerConfig(image="debian:bookworm-slim"), client=docker_client)
+    assert "debian:bookworm-slim" in str(info.value) and "python3" in str(info.value)
+
+
+async def test_missing_image_is_a_clear_error(docker_client, user_workspace: Path) -> None:
+    with pytest.raises(Exception) as info:
+        await DockerSession.create(user_workspace, DockerConfig(image="sandloop-no-such:image"), client=docker_client)
+    assert "bootstrap" in str(info.value)
+
+
+def _has_runsc(client: docker.DockerClient) -> bool:
+    return "runsc" in (client.info().get("Runtimes") or {})
+
+
+async def test_gvisor_runtime_is_really_in_force(docker_client, user_workspace: Path) -> None:
+    if not _has_runsc(docker_client):
+        pytest.skip("the engine has no runsc runtime (scripts/bootstrap registers it where apt has it)")
+    async with await DockerSession.create(user_workspace, DockerConfig(runtime="runsc"), client=docker_client) as s:
+        assert s.runtime_in_force() == "runsc"
+        r = await s.run("echo hi; uname -r")
+        assert r.stdout.text.startswith("hi\n")
+        assert r.stdout.text.split()[1] != os.uname().release  # gVisor's own kernel, not the host's

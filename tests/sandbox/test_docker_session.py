@@ -1,0 +1,189 @@
+"""The Docker back-end against a real engine: semantics, limits, isolation, files, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from sandbox.docker import DockerConfig, DockerSession
+from sandbox.errors import FileMissing, PathRefused, SandboxUnavailable
+
+pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module")
+def module_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("ws") / "repo"
+    ws.mkdir()
+    os.chown(ws, 1000, 1000)
+    return ws
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def session(docker_client, module_workspace: Path):  # type: ignore[no-untyped-def]
+    os.environ["OPENAI_API_KEY"] = "sk-test-must-not-leak"
+    s = await DockerSession.create(module_workspace, DockerConfig(memory="256m"), client=docker_client)
+    yield s
+    await s.close()
+
+
+async def test_echo_exit_codes_and_stderr(session: DockerSession) -> None:
+    r = await session.run("echo hi")
+    assert (r.exit_code, r.stdout.text, r.stderr.text, r.timed_out) == (0, "hi\n", "", False)
+    r = await session.run("echo oops >&2; exit 3")
+    assert (r.exit_code, r.stdout.text, r.stderr.text) == (3, "", "oops\n")
+
+
+async def test_cwd_and_minimal_environment(session: DockerSession) -> None:
+    r = await session.run("pwd; env | sort")
+    lines = r.stdout.text.splitlines()
+    assert lines[0] == "/workspace"
+    names = {line.split("=", 1)[0] for line in lines[1:]}
+    assert "OPENAI_API_KEY" not in names
+    assert "sk-test-must-not-leak" not in r.stdout.text
+    assert {"PATH", "HOME", "LANG"} <= names
+    r = await session.run('echo "$FOO"', env={"FOO": "bar"})
+    assert r.stdout.text == "bar\n"
+
+
+async def test_parallel_calls_overlap(session: DockerSession) -> None:
+    cmd = "s=$(date +%s.%N); sleep 0.4; e=$(date +%s.%N); echo $s $e"
+    results = await asyncio.gather(*[session.run(cmd) for _ in range(4)])
+    spans = [tuple(map(float, r.stdout.text.split())) for r in results]
+    # Every command started before any of them ended: they ran at the same time.
+    assert max(s for s, _ in spans) < min(e for _, e in spans)
+
+
+async def test_timeout_kills_the_group_and_keeps_partial_output(session: DockerSession) -> None:
+    r = await session.run("echo partial; sleep 100", timeout_s=0.5)
+    assert r.timed_out and r.exit_code is None
+    assert r.stdout.text == "partial\n"
+    ps = await session.run("ps -eo args")
+    assert "sleep 100" not in ps.stdout.text
+
+
+async def test_background_process_does_not_hold_the_call(session: DockerSession) -> None:
+    r = await session.run("sleep 100 & echo started", timeout_s=30)
+    assert not r.timed_out and r.exit_code == 0 and r.stdout.text == "started\n"
+    ps = await session.run("ps -eo args")
+    assert "sleep 100" in ps.stdout.text  # it lives on until the session closes
+    await session.run("pkill -f 'sleep 100'")
+
+
+async def test_grandchild_holding_pipes_is_drained_not_waited_on(session: DockerSession) -> None:
+    r = await session.run("(sleep 30; echo late) & echo now", timeout_s=20)
+    assert not r.timed_out and r.stdout.text == "now\n"
+    await session.run("pkill -f 'sleep 30'")
+
+
+async def test_stdin_is_dev_null(session: DockerSession) -> None:
+    r = await session.run("cat; echo done", timeout_s=20)
+    assert not r.timed_out and r.stdout.text == "done\n"
+
+
+async def test_output_flood_is_capped_inside_with_exact_counts(session: DockerSession) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = await session.run("yes | head -c 200000000; echo tail-error >&2", max_output_bytes=65536)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = r.stdout
+    assert out.total_bytes == 200_000_000
+    assert out.dropped_bytes == 200_000_000 - 65536
+    kept_lines = 65536 // 2  # "y\n" repeated: every kept byte pair is one line
+    assert out.dropped_lines == 100_000_000 - kept_lines
+    assert "bytes, " in out.text and "lines dropped" in out.text
+    assert r.stderr.text == "tail-error\n"  # stderr has its own budget
+    assert after - before < 50_000  # KiB: the flood never reached host memory
+
+
+async def test_fork_bomb_is_contained(session: DockerSession) -> None:
+    # The bomb's first shell returns at once; its copies go on in the background until the
+    # pids limit stops them. The next command finds no pid free, and the helper reclaims them.
+    await session.run(":(){ :|:& };:", timeout_s=3)
+    await asyncio.sleep(1)
+    ok = await session.run("echo alive", timeout_s=30)
+    assert ok.stdout.text == "alive\n"
+    count = await session.run("ps -e --no-headers | wc -l")
+    assert int(count.stdout.text) < 20
+
+
+async def test_memory_bomb_is_oom_killed_and_reported(session: DockerSession) -> None:
+    r = await session.run("python3 -c \"x = b'x' * (600 << 20)\"", timeout_s=60)
+    assert r.oom_killed and r.exit_code == 137
+    assert (await session.run("echo alive")).stdout.text == "alive\n"
+
+
+async def test_isolation(session: DockerSession) -> None:
+    r = await session.run("ls /sys/class/net; id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status")
+    lines = r.stdout.text.split()
+    assert lines[0] == "lo" and lines[1] == "1000"
+    status = r.stdout.text
+    assert "CapEff:\t0000000000000000" in status and "CapBnd:\t0000000000000000" in status
+    assert "NoNewPrivs:\t1" in status
+    r = await session.run("touch /x")
+    assert r.exit_code != 0 and "Read-only file system" in r.stderr.text
+    r = await session.run("python3 -c \"import socket; socket.getaddrinfo('example.com', 80)\"")
+    assert r.exit_code != 0 and "gaierror" in r.stderr.text
+
+
+async def test_file_operations(session: DockerSession, module_workspace: Path) -> None:
+    await session.write_file("src/new.txt", b"hello\n")
+    assert (module_workspace / "src/new.txt").read_bytes() == b"hello\n"
+    assert (module_workspace / "src/new.txt").stat().st_uid == 1000
+    assert await session.read_file("src/new.txt") == b"hello\n"
+    info = await session.stat("src/new.txt")
+    assert info is not None and info.size == 6 and not info.is_symlink
+    assert await session.stat("nope.txt") is None
+    await session.run("chmod 755 src/new.txt")
+    await session.write_file("src/new.txt", b"#!/bin/sh\n")
+    assert (module_workspace / "src/new.txt").stat().st_mode & 0o777 == 0o755  # mode kept
+    await session.delete_file("src/new.txt")
+    assert not (module_workspace / "src/new.txt").exists()
+    with pytest.raises(FileMissing):
+        await session.read_file("src/new.txt")
+    with pytest.raises(FileMissing):
+        await session.delete_file("src/new.txt")
+
+
+async def test_planted_symlinks_cannot_lead_outside(session: DockerSession, module_workspace: Path) -> None:
+    await session.run("ln -sfn /etc etc-link && ln -sf /etc/passwd pw-link")
+    for path in ("etc-link/passwd", "pw-link", "../x", "/etc/passwd", "a/../../x"):
+        with pytest.raises(PathRefused):
+            await session.read_file(path)
+    with pytest.raises(PathRefused):
+        await session.write_file("etc-link/evil", b"x")
+    assert not Path("/etc/evil").exists()
+
+
+async def test_commit_is_all_or_nothing(session: DockerSession, module_workspace: Path) -> None:
+    from sandbox.base import FileChange
+
+    await session.write_file("keep.txt", b"original\n")
+    with pytest.raises(PathRefused):
+        await session.commit([
+            FileChange("keep.txt", b"changed\n"),
+            FileChange("fresh.txt", b"new\n"),
+            FileChange("etc-link/x", b"escape\n"),
+        ])
+    assert (module_workspace / "keep.txt").read_bytes() == b"original\n"
+    assert not (module_workspace / "fresh.txt").exists()
+    leftovers = [p.name for p in module_workspace.iterdir() if p.name.startswith(".sandloop-")]
+    assert leftovers == []
+
+
+async def test_dead_container_is_recreated(session: DockerSession) -> None:
+    assert session.container is not None
+    old = session.container.id
+    task = asyncio.create_task(session.run("sleep 20", timeout_s=60))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(session.container.kill)
+    with pytest.raises(SandboxUnavailable):
+        await task
+    r = await session.run("echo back")
+    assert r.stdout.text == "back\n"
+    assert session.container is not None and session.container.id != old
+    assert session.restarts == 1 and "died" in session.notes[-1]
