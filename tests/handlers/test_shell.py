@@ -1,0 +1,152 @@
+"""shell_call / local_shell_call handlers: the pure output builder, and real runs in a container."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from openai.types.responses.response_input_item_param import LocalShellCallOutput, ShellCallOutput
+from pydantic import TypeAdapter
+
+from executor.handlers.local_shell import handle_local_shell_call, local_shell_command
+from executor.handlers.shell import (
+    EXIT_DENIED,
+    ShellLimits,
+    Step,
+    effective_timeout_ms,
+    handle_shell_call,
+    shell_call_output,
+    truncate_middle,
+)
+from policies.decision import Decision, Verdict
+from sandbox.docker import DockerSession
+
+
+class DenyWordGate:
+    """A policy seam for these tests: denies any command containing a given word."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.asked: list[str] = []
+
+    async def shell(self, command: str, *, call_id: str) -> Verdict:
+        self.asked.append(command)
+        if self.word in command:
+            return Verdict(Decision.DENY, f"{self.word} is not allowed here", "no-" + self.word, "test:1")
+        return Verdict(Decision.ALLOW, "ok")
+
+    async def patch(self, path, kind, *, call_id):  # type: ignore[no-untyped-def]
+        raise AssertionError("not used")
+
+    url = function = mcp = patch
+
+
+def _call(commands: list[str], **action: object) -> dict:
+    return {
+        "type": "shell_call", "id": "sh_1", "call_id": "call_1", "status": "completed",
+        "action": {"commands": commands, **action}, "environment": {"type": "local"},
+    }
+
+
+def test_output_shape_validates_against_the_sdk() -> None:
+    item = _call(["a", "b"], max_output_length=50)
+    item["caller"] = {"type": "program", "caller_id": "prog_1"}
+    out = shell_call_output(item, [Step("x" * 100, "err", 0), Step("", "", None)])
+    TypeAdapter(ShellCallOutput).validate_python(out)
+    assert out["max_output_length"] == 50 and out["caller"] == item["caller"]
+    assert "status" not in out and "id" not in out
+    first, second = out["output"]
+    assert len(first["stdout"]) + len(first["stderr"]) <= 50 and first["stderr"] == "err"
+    assert second["outcome"] == {"type": "timeout"}
+
+
+def test_truncate_middle_keeps_head_and_tail() -> None:
+    text = "HEAD" + "." * 1000 + "TAIL"
+    cut = truncate_middle(text, 100)
+    assert len(cut) == 100 and cut.startswith("HEAD") and cut.endswith("TAIL") and "chars dropped" in cut
+    assert truncate_middle("short", 100) == "short"
+
+
+def test_timeouts_default_and_cap() -> None:
+    limits = ShellLimits(default_timeout_ms=120_000, max_timeout_ms=10_000)
+    assert effective_timeout_ms(None, limits) == 10_000
+    assert effective_timeout_ms(500, limits) == 500
+    assert effective_timeout_ms(10**9, limits) == 10_000
+
+
+def test_local_shell_command_quotes_argv_and_stays_in_workspace() -> None:
+    assert local_shell_command({"command": ["echo", "a b", "$HOME"]}, "/workspace") == "echo 'a b' '$HOME'"
+    in_src = local_shell_command({"command": ["ls"], "working_directory": "src"}, "/workspace")
+    assert in_src == "cd /workspace/src && ls"
+    assert local_shell_command({"command": ["ls"], "working_directory": "/etc"}, "/workspace") == "ls"
+
+
+@pytest.mark.docker
+async def test_three_commands_in_order_with_one_denied(docker_client, user_workspace: Path) -> None:
+    gate = DenyWordGate("push")
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        out = await handle_shell_call(
+            _call(["echo one", "git push origin main", "echo three >&2; exit 4"], timeout_ms=5000), session, gate
+        )
+        TypeAdapter(ShellCallOutput).validate_python(out)
+        one, denied, three = out["output"]
+        assert one == {"stdout": "one\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+        assert denied["outcome"] == {"type": "exit", "exit_code": EXIT_DENIED}
+        assert "push is not allowed here" in denied["stderr"] and "no-push" in denied["stderr"]
+        assert three == {"stdout": "", "stderr": "three\n", "outcome": {"type": "exit", "exit_code": 4}}
+        assert gate.asked == ["echo one", "git push origin main", "echo three >&2; exit 4"]
+
+        # A timeout answers with the partial output and skips the rest of the call.
+        out = await handle_shell_call(_call(["echo part; sleep 30", "echo never"], timeout_ms=500), session, gate)
+        timed, skipped = out["output"]
+        assert timed["outcome"] == {"type": "timeout"} and timed["stdout"] == "part\n"
+        assert "timed out after 500 ms" in timed["stderr"]
+        assert "skipped" in skipped["stderr"] and "never" not in skipped["stdout"]
+
+
+@pytest.mark.docker
+async def test_dead_backend_is_an_answer_not_an_exception(docker_client, user_workspace: Path) -> None:
+    gate = DenyWordGate("nothing-denied")
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        assert session.container is not None
+        container = session.container
+        task = asyncio.create_task(handle_shell_call(_call(["sleep 20", "echo b"]), session, gate))
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(container.kill)
+        first, second = (await task)["output"]
+        # The first command dies with its container; the second runs in a fresh one.
+        assert first["outcome"]["exit_code"] == 125 and "sandbox unavailable" in first["stderr"]
+        assert second == {"stdout": "b\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+        # A container that died between calls is replaced before the next command runs.
+        assert session.container is not None
+        runner = await session._client()
+        await asyncio.to_thread(session.container.kill)
+        for _ in range(100):  # until the stream's end reaches the reader thread
+            if not runner.alive:
+                break
+            await asyncio.sleep(0.05)
+        out = await handle_shell_call(_call(["echo c"]), session, gate)
+        assert out["output"][0]["stdout"] == "c\n"
+
+
+@pytest.mark.docker
+async def test_local_shell_call_round_trip(docker_client, user_workspace: Path) -> None:
+    (user_workspace / "src").mkdir()
+    gate = DenyWordGate("nothing-denied")
+    item = {
+        "type": "local_shell_call", "id": "lsh_1", "call_id": "call_9", "status": "completed",
+        "action": {"type": "exec", "command": ["bash", "-lc", "pwd; echo $GREETING"], "env": {"GREETING": "hi"},
+                   "timeout_ms": 5000, "working_directory": "src", "user": None},
+    }
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        out = await handle_local_shell_call(item, session, gate)
+        TypeAdapter(LocalShellCallOutput).validate_python(out)
+        assert out["id"] == "call_9"
+        body = json.loads(out["output"])
+        assert body["stdout"] == "/workspace/src\nhi\n" and body["exit_code"] == 0
+        # the legacy shape with only ``id`` is accepted, and the id field is one switch
+        legacy = {k: v for k, v in item.items() if k != "call_id"}
+        out = await handle_local_shell_call(legacy, session, gate, id_field="call_id")
+        assert out["call_id"] == "lsh_1"
