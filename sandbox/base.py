@@ -12,6 +12,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Self
 
 __all__ = ["CommandResult", "FileChange", "FileInfo", "Session", "SessionLimits", "StreamCapture"]
 
@@ -110,7 +111,7 @@ class Session(abc.ABC):
     async def delete_file(self, path: str) -> None:
         await self.commit([FileChange(path, None)])
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -1,0 +1,127 @@
+"""`sandloop gc` and `sandloop doctor`: the sandbox side of the command line.
+
+Each subcommand sets ``func`` (args → exit code), the convention every part of the CLI follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from . import images
+from .docker import DockerConfig, DockerSession, container_user, reap
+from .errors import SandloopError
+
+__all__ = ["doctor_report", "register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gc = subparsers.add_parser(
+        "gc",
+        help="remove sandbox containers whose owner is dead or whose expiry passed",
+        description="Remove sandloop containers left behind (owner process dead, expired, exited). "
+        "Exit 0 on success, 1 when no engine answers.",
+    )
+    gc.add_argument("--all", action="store_true", help="remove every sandloop container, live owners too")
+    gc.add_argument("--json", action="store_true")
+    gc.set_defaults(func=_gc)
+
+    doctor = subparsers.add_parser(
+        "doctor",
+        help="check the engine, images, runtime and isolation actually in force",
+        description="Start a real session and report what is really in force: the OCI runtime, the "
+        "container user and why, capabilities, network, images, the browser. Exit 0 when a session "
+        "works, 1 otherwise.",
+    )
+    doctor.add_argument("--repo", type=Path, default=Path.cwd(), help="workspace to check (default: .)")
+    doctor.add_argument("--runtime", choices=["runc", "runsc"], default=None, help="runtime to insist on")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=_doctor)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    try:
+        client = docker.from_env()
+        removed = reap(client, everything=args.all)
+    except docker.errors.DockerException as exc:
+        print(f"sandloop gc: no Docker engine answers: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps([{"container": name, "reason": reason} for name, reason in removed]))
+    else:
+        for name, reason in removed:
+            print(f"removed {name}: {reason}")
+        print(f"{len(removed)} container(s) removed")
+    return 0
+
+
+async def _probe_session(repo: Path, runtime: str | None, client: docker.DockerClient) -> dict[str, Any]:
+    async with await DockerSession.create(repo, DockerConfig(runtime=runtime), client=client) as session:
+        r = await session.run(
+            "id -u; grep -E '^CapEff' /proc/self/status | cut -f2; ls /sys/class/net | tr '\\n' ' '; echo; uname -r"
+        )
+        uid, caps, nets, kernel = ([*r.stdout.text.splitlines(), "", "", "", ""])[:4]
+        return {
+            "runtime_requested": runtime or "engine default",
+            "runtime_in_force": session.runtime_in_force(),
+            "kernel_inside": kernel,
+            "kernel_host": os.uname().release,
+            "gvisor": kernel != os.uname().release,
+            "uid_inside": uid,
+            "capabilities_effective": caps,
+            "network_interfaces": nets.split(),
+            "helper": session.hello,
+        }
+
+
+def doctor_report(repo: Path, runtime: str | None = None) -> dict[str, Any]:
+    report: dict[str, Any] = {"ok": False, "workspace": str(repo.resolve())}
+    try:
+        client = docker.from_env()
+        info = client.info()
+    except docker.errors.DockerException as exc:
+        report["engine"] = f"no engine answers: {exc}"
+        return report
+    report["engine"] = f"Docker {info.get('ServerVersion')} ({info.get('Driver')}, cgroup v{info.get('CgroupVersion')})"
+    report["runtimes_available"] = sorted((info.get("Runtimes") or {}).keys())
+    report["default_runtime"] = info.get("DefaultRuntime")
+    report["images"] = {
+        images.image_name(t): "current" if images.is_current(client, t) else "missing or stale (run scripts/bootstrap)"
+        for t in images.TARGETS
+    }
+    user, why = container_user(repo.resolve())
+    report["container_user"] = {"uid_gid": user, "why": why}
+    report["host_chromium"] = shutil.which("chromium") or "not found (local browser placement unavailable)"
+    try:
+        report["session"] = asyncio.run(_probe_session(repo.resolve(), runtime, client))
+        report["ok"] = True
+    except SandloopError as exc:
+        report["session"] = f"failed: {exc}"
+    return report
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    report = doctor_report(args.repo, args.runtime)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0 if report["ok"] else 1
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="sandloop doctor", show_header=False)
+    for key, value in report.items():
+        if isinstance(value, dict):
+            value = "\n".join(f"{k}: {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        table.add_row(key, str(value))
+    Console().print(table)
+    return 0 if report["ok"] else 1
