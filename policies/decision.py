@@ -8,7 +8,7 @@ from dataclasses import dataclass
 __all__ = ["Decision", "Verdict"]
 
 
-class Decision(str, enum.Enum):
+class Decision(enum.StrEnum):
     ALLOW = "allow"
     PROMPT = "prompt"
     DENY = "deny"

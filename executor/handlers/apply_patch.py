@@ -1,0 +1,169 @@
+"""apply_patch tool calls → their outputs.
+
+Two entry points, one transaction (:func:`sandbox.patch.apply.apply_operations`):
+
+* ``apply_patch_call`` (the built-in tool): one headerless V4A operation per call, answered
+  with ``apply_patch_call_output`` (``status`` completed/failed plus a one-line summary).
+* ``custom_tool_call`` to a custom tool named ``apply_patch`` (:data:`APPLY_PATCH_CUSTOM_TOOL`)
+  whose input is the multi-file envelope format, answered with ``custom_tool_call_output``.
+
+Every call gets an answer; every failure reaches the model as :func:`sandbox.errors.describe`
+text, and a failed call has written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
+from openai.types.responses.response_custom_tool_call_output_param import (
+    ResponseCustomToolCallOutputParam,
+)
+from openai.types.responses.response_input_item_param import (
+    ApplyPatchCallOutput,
+    ApplyPatchCallOutputCaller,
+)
+
+from sandbox.base import Session
+from sandbox.errors import PatchParseError, SandloopError, describe
+from sandbox.patch import envelope, paths, v4a
+from sandbox.patch.apply import Allow, PatchResult, apply_operations
+
+__all__ = [
+    "APPLY_PATCH_CUSTOM_TOOL",
+    "APPLY_PATCH_GRAMMAR",
+    "handle_apply_patch_call",
+    "handle_apply_patch_custom_call",
+]
+
+# The envelope format as a Lark grammar, so the model's custom-tool input is always parseable.
+# Hunks after the first need an '@@' line; the first may start with its body lines. Blank lines
+# between sections are allowed, as the parser allows them.
+APPLY_PATCH_GRAMMAR = r"""
+start: "*** Begin Patch" NL+ file_op+ "*** End Patch" NL*
+file_op: add_file | delete_file | update_file
+add_file: "*** Add File: " REST NL added_line* NL*
+added_line: "+" REST? NL
+delete_file: "*** Delete File: " REST NL+
+update_file: "*** Update File: " REST NL move_to? first_hunk? anchored_hunk*
+move_to: "*** Move to: " REST NL
+first_hunk: body_line+ end_of_file?
+anchored_hunk: anchor+ body_line+ end_of_file?
+anchor: "@@" NL | "@@ " REST NL
+body_line: PREFIX REST? NL | NL
+end_of_file: "*** End of File" NL
+PREFIX: /[ +-]/
+REST: /[^\r\n]+/
+NL: /\r?\n/
+"""
+
+APPLY_PATCH_CUSTOM_TOOL: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": (
+        "Create, update, delete or move files in the workspace. Input is one patch:\n"
+        "*** Begin Patch\n"
+        "*** Add File: <path>   (then every line of the new file, each prefixed with '+')\n"
+        "*** Delete File: <path>\n"
+        "*** Update File: <path>   (optionally followed by '*** Move to: <new path>')\n"
+        "@@ <a line just above the change, to locate it>\n"
+        " <context line, copied exactly>\n"
+        "-<line to remove>\n"
+        "+<line to add>\n"
+        "*** End Patch\n"
+        "Use about 3 lines of context around each change; hunks in file order; add "
+        "'*** End of File' after a hunk that must match the end of the file. Paths are "
+        "relative to the workspace. All operations apply together or not at all."
+    ),
+    "format": {"type": "grammar", "syntax": "lark", "definition": APPLY_PATCH_GRAMMAR},
+}
+
+
+def _caller(
+    item: ResponseApplyPatchToolCall | ResponseCustomToolCall,
+) -> ApplyPatchCallOutputCaller | None:
+    caller = item.caller
+    if caller is None:
+        return None
+    if caller.type == "program":
+        return {"type": "program", "caller_id": caller.caller_id}
+    return {"type": "direct"}
+
+
+def _report(result: PatchResult) -> str:
+    return f"{result.text}\n{result.preview}".rstrip("\n") if result.preview else result.text
+
+
+def _operation(item: ResponseApplyPatchToolCall) -> v4a.FileOp:
+    op = item.operation
+    if item.status != "completed":
+        raise PatchParseError(
+            f"the call's status is {item.status!r}: its operation may be cut short, so it "
+            "was not applied"
+        )
+    try:
+        return v4a.from_api(op.type, op.path, getattr(op, "diff", None))
+    except SandloopError as exc:
+        raise type(exc)(f"{op.type} {op.path}: {exc}\nNo file was changed.") from exc
+
+
+async def handle_apply_patch_call(
+    item: ResponseApplyPatchToolCall,
+    session: Session,
+    *,
+    allow: Allow,
+    read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
+    dry_run: bool = False,
+) -> ApplyPatchCallOutput:
+    """Apply one ``apply_patch_call`` and build its ``apply_patch_call_output``."""
+    out: ApplyPatchCallOutput = {
+        "type": "apply_patch_call_output",
+        "call_id": item.call_id,
+        "status": "failed",
+    }
+    caller = _caller(item)
+    if caller is not None:
+        out["caller"] = caller
+    try:
+        op = _operation(item)
+        result = await apply_operations(
+            session, [op], allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
+        )
+    except Exception as exc:  # every call is answered; describe() names unexpected bugs
+        out["output"] = describe(exc)
+        return out
+    out["status"] = "completed"
+    out["output"] = _report(result)
+    return out
+
+
+async def handle_apply_patch_custom_call(
+    item: ResponseCustomToolCall,
+    session: Session,
+    *,
+    allow: Allow,
+    read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
+    dry_run: bool = False,
+) -> ResponseCustomToolCallOutputParam:
+    """Apply the envelope patch of a custom ``apply_patch`` call; the output text tells how."""
+    out: ResponseCustomToolCallOutputParam = {
+        "type": "custom_tool_call_output",
+        "call_id": item.call_id,
+        "output": "",
+    }
+    caller = _caller(item)
+    if caller is not None:
+        out["caller"] = caller
+    try:
+        if item.name != APPLY_PATCH_CUSTOM_TOOL["name"]:
+            raise PatchParseError(f"this handler applies patches, not calls to {item.name!r}")
+        ops = envelope.parse(item.input)
+        result = await apply_operations(
+            session, ops, allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
+        )
+    except Exception as exc:  # every call is answered; describe() names unexpected bugs
+        out["output"] = describe(exc)
+        return out
+    out["output"] = _report(result)
+    return out

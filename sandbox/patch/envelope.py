@@ -1,0 +1,103 @@
+"""The multi-file envelope format (Codex's ``apply_patch``), parsed into :class:`FileOp` s.
+
+::
+
+    *** Begin Patch
+    *** Add File: path        then '+' lines
+    *** Delete File: path
+    *** Update File: path     then an optional '*** Move to: new/path', then V4A hunks
+    *** End Patch
+
+The hunks are parsed by :mod:`sandbox.patch.v4a`, so the envelope and the API's headerless
+diffs follow exactly the same matching rules. Parsing is all-or-nothing: one bad line anywhere
+fails the whole patch, before any file is read.
+"""
+
+from __future__ import annotations
+
+from sandbox.errors import PatchParseError
+from sandbox.patch import v4a
+
+__all__ = ["looks_like_envelope", "parse"]
+
+_HEADERS = (v4a.ADD_FILE, v4a.DELETE_FILE, v4a.UPDATE_FILE)
+
+
+def looks_like_envelope(text: str) -> bool:
+    return text.lstrip().startswith(v4a.BEGIN_PATCH)
+
+
+def _header_path(line: str, prefix: str, n: int) -> str:
+    path = line[len(prefix) :].strip()
+    if not path:
+        raise PatchParseError(f"patch line {n}: {prefix.strip()!r} needs a path")
+    return path
+
+
+def _section(lines: list[str], start: int, end: int) -> int:
+    """Index of the next file header (or ``end``) after the header at ``start``."""
+    i = start + 1
+    while i < end and not lines[i].startswith(_HEADERS):
+        i += 1
+    return i
+
+
+def _parse_section(lines: list[str], start: int, stop: int) -> v4a.FileOp:
+    header, n = lines[start], start + 1
+    body = lines[start + 1 : stop]
+    if header.startswith(v4a.ADD_FILE):
+        path = _header_path(header, v4a.ADD_FILE, n)
+        while body and not body[-1].strip():
+            body.pop()  # blank lines between sections are layout, not file content
+        return v4a.FileOp(
+            "create_file", path, content=v4a.parse_create_lines(body, first_line=n + 1)
+        )
+    if header.startswith(v4a.DELETE_FILE):
+        path = _header_path(header, v4a.DELETE_FILE, n)
+        for k, line in enumerate(body):
+            if line.strip():
+                raise PatchParseError(
+                    f"patch line {n + 1 + k}: {line!r}: '*** Delete File:' takes no lines"
+                )
+        return v4a.FileOp("delete_file", path)
+    path = _header_path(header, v4a.UPDATE_FILE, n)
+    move_to: str | None = None
+    first = n + 1
+    if body and body[0].startswith(v4a.MOVE_TO):
+        move_to = _header_path(body[0], v4a.MOVE_TO, first)
+        body, first = body[1:], first + 1
+    hunks = v4a.parse_hunks(body, first_line=first)
+    if not hunks and move_to is None:
+        raise PatchParseError(f"patch line {n}: '*** Update File: {path}' has no hunks")
+    return v4a.FileOp("update_file", path, hunks=hunks, move_to=move_to)
+
+
+def parse(text: str) -> list[v4a.FileOp]:
+    """Every operation of an envelope patch, in order. Raises PatchParseError."""
+    lines = v4a.split_diff(text)
+    begin = 0
+    while begin < len(lines) and not lines[begin].strip():
+        begin += 1
+    if begin == len(lines) or lines[begin].strip() != v4a.BEGIN_PATCH:
+        raise PatchParseError("the first line of the patch must be '*** Begin Patch'")
+    end = len(lines) - 1
+    while end > begin and not lines[end].strip():
+        end -= 1
+    if end == begin or lines[end].strip() != v4a.END_PATCH:
+        raise PatchParseError("the last line of the patch must be '*** End Patch'")
+    i = begin + 1
+    while i < end and not lines[i].strip():
+        i += 1
+    if i < end and not lines[i].startswith(_HEADERS):
+        raise PatchParseError(
+            f"patch line {i + 1}: expected '*** Add File:', '*** Delete File:' or "
+            f"'*** Update File:', got {lines[i]!r}"
+        )
+    ops: list[v4a.FileOp] = []
+    while i < end:
+        stop = _section(lines, i, end)
+        ops.append(_parse_section(lines, i, stop))
+        i = stop
+    if not ops:
+        raise PatchParseError("the patch contains no file operations")
+    return ops

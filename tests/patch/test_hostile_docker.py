@@ -1,0 +1,79 @@
+"""Hostile paths through a real DockerSession: each fails with a reason and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from openai.types.responses import ResponseApplyPatchToolCall
+
+from executor.handlers.apply_patch import handle_apply_patch_call
+from sandbox.docker import DockerSession
+from tests.patch.conftest import allow_all, tree
+
+pytestmark = pytest.mark.docker
+
+
+def _call(n: int, operation: dict[str, Any]) -> ResponseApplyPatchToolCall:
+    return ResponseApplyPatchToolCall.model_validate(
+        {"type": "apply_patch_call", "id": f"apc_{n}", "call_id": f"call_{n}",
+         "status": "completed", "operation": operation}
+    )
+
+
+LEXICAL = [
+    ({"type": "create_file", "path": "../x", "diff": "+x\n"}, "'..' segments"),
+    ({"type": "create_file", "path": "/etc/passwd", "diff": "+x\n"}, "absolute paths"),
+    ({"type": "update_file", "path": "/etc/passwd", "diff": "@@\n+x\n"}, "absolute paths"),
+    ({"type": "create_file", "path": "a/../../x", "diff": "+x\n"}, "'..' segments"),
+    ({"type": "create_file", "path": "x\0y", "diff": "+x\n"}, "control character U+0000"),
+    ({"type": "create_file", "path": ".git/hooks/pre-commit", "diff": "+#!/bin/sh\n"}, "read-only"),
+    ({"type": "delete_file", "path": ".git/HEAD"}, "read-only"),
+    ({"type": "create_file", "path": "~/.bashrc", "diff": "+x\n"}, "'~'"),
+]
+
+
+async def test_lexically_hostile_paths_fail_with_a_reason(
+    docker_client: docker.DockerClient, user_workspace: Path
+) -> None:
+    (user_workspace / "a.txt").write_text("a\n")
+    (user_workspace / ".git" / "hooks").mkdir(parents=True)
+    (user_workspace / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    before = tree(user_workspace)
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        for n, (operation, reason) in enumerate(LEXICAL):
+            out = await handle_apply_patch_call(_call(n, operation), session, allow=allow_all)
+            assert out["status"] == "failed", operation
+            text = out.get("output") or ""
+            assert text.startswith("path refused: ") and reason in text, text
+        outside = await session.run("test ! -e /x && test ! -e /workspace/../x && echo clean")
+    assert outside.stdout.text.strip() == "clean"
+    assert tree(user_workspace) == before
+
+
+async def test_symlink_planted_by_a_shell_command_cannot_lead_outside(
+    docker_client: docker.DockerClient, user_workspace: Path
+) -> None:
+    (user_workspace / "a.txt").write_text("a\n")
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        planted = await session.run("ln -s /etc link && ln -s /etc/hostname host && ls -l")
+        assert planted.exit_code == 0, planted.stderr.text
+        before = tree(user_workspace)
+        etc_before = (await session.run("ls -la /etc; cat /etc/hostname")).stdout.text
+        attempts = [
+            {"type": "create_file", "path": "link/evil.conf", "diff": "+pwned\n"},
+            {"type": "update_file", "path": "link/hostname", "diff": "@@\n+pwned\n"},
+            {"type": "delete_file", "path": "link/hostname"},
+            {"type": "update_file", "path": "host", "diff": "@@\n+pwned\n"},
+            {"type": "create_file", "path": "host", "diff": "+pwned\n"},
+        ]
+        for n, operation in enumerate(attempts):
+            out = await handle_apply_patch_call(_call(n, operation), session, allow=allow_all)
+            assert out["status"] == "failed", operation
+            text = out.get("output") or ""
+            assert text.startswith("path refused: ") and "symlink" in text, text
+        etc_after = (await session.run("ls -la /etc; cat /etc/hostname")).stdout.text
+    assert etc_after == etc_before
+    assert tree(user_workspace) == before

@@ -1,0 +1,119 @@
+"""Parser and applier details the fixture scenarios do not pin down."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sandbox.errors import BinaryFile, ContextNotFound, PatchParseError
+from sandbox.patch import v4a
+
+
+def apply(text: str, diff: str) -> str:
+    return v4a.apply_hunks(text.encode(), v4a.parse_update(diff, "f"), "f").content.decode()
+
+
+def test_hunks_keep_their_numbers_lines_and_anchors() -> None:
+    hunks = v4a.parse_update("@@ class A\n@@\n@@   def f():\n a\n-b\n+c\n@@\n+d\n*** End of File\n", "f")
+    assert [(h.number, h.diff_line, h.anchors, h.eof) for h in hunks] == [
+        (1, 1, ("class A", "  def f():"), False),
+        (2, 7, (), True),
+    ]
+    assert hunks[0].lines == ((" ", "a"), ("-", "b"), ("+", "c"))
+    assert (hunks[0].added, hunks[0].removed) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("diff", "message"),
+    [
+        ("", "has no hunks"),
+        ("@@\n", "has an '@@' line but no"),
+        ("@@ a\n-a\n@@ b\n", "hunk 2 (diff line 3) has an '@@' line but no"),
+        ("@@x\n-a\n", "not a valid hunk header"),
+        ("*** End of File\n", "must end a hunk's lines"),
+        ("@@\n-a\n*** End of File\n-b\n", "only an '@@' line may follow"),
+        ("@@\n-a\n*** Add File: b\n", "exactly one file"),
+        ("@@\n-a\n*** Something\n", "the only '***' line allowed"),
+        ("*** Begin Patch\n*** Update File: f\n@@\n-a\n", "does not end with '*** End Patch'"),
+        ("*** Begin Patch\n*** Add File: f\n+a\n*** End Patch\n", "expects '*** Update File: f'"),
+    ],
+)
+def test_parse_errors(diff: str, message: str) -> None:
+    with pytest.raises(PatchParseError, match=re.escape(message)):
+        v4a.parse_update(diff, "f")
+
+
+def test_envelope_path_is_compared_normalized() -> None:
+    diff = "*** Begin Patch\n*** Update File: ./src//a.py\n@@\n-x\n+y\n*** End Patch\n"
+    assert len(v4a.parse_update(diff, "src/a.py")) == 1
+
+
+def test_unknown_operation_type() -> None:
+    with pytest.raises(PatchParseError, match="unknown operation type 'move_file'"):
+        v4a.from_api("move_file", "a", "")
+
+
+def test_anchor_before_cursor_is_explained() -> None:
+    text = "def main():\n    a = 1\n    b = 2\n"
+    with pytest.raises(ContextNotFound) as info:
+        apply(text, "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    b = 2\n+    b = 20\n")
+    msg = str(info.value)
+    assert "hunk 2 of 2 (diff line 4): the anchor '@@ def main():' was not found at or after line 3" in msg
+    assert "It occurs at line 1, before where this hunk may start" in msg
+
+
+def test_exact_match_later_beats_fuzzy_match_earlier() -> None:
+    # Tiers go in order over the whole range: an exact match wins over an earlier fuzzy one.
+    assert apply("x  \ny\nx\ny\n", "@@\n x\n-y\n+z\n") == "x  \ny\nx\nz\n"
+
+
+def test_trailing_blank_line_is_used_when_the_file_has_it() -> None:
+    assert apply("a\n\nb\n", "@@\n-a\n+A\n\n") == "A\n\nb\n"
+    assert apply("a\nb\n", "@@\n-a\n+A\n\n") == "A\nb\n"
+
+
+def test_pure_insertion_after_previous_hunk_without_anchor() -> None:
+    assert apply("a\nb\nc\n", "@@\n-a\n+A\n@@\n+after A\n") == "A\nafter A\nb\nc\n"
+
+
+def test_mixed_endings_keep_each_line_and_new_lines_use_the_first() -> None:
+    assert apply("a\r\nb\nc\n", "@@\n b\n+x\n c\n") == "a\r\nb\nx\r\nc\n"
+
+
+def test_bom_with_crlf_and_no_final_newline() -> None:
+    data = b"\xef\xbb\xbfa\r\nb"
+    out = v4a.apply_hunks(data, v4a.parse_update("@@\n a\n-b\n+c\n+d\n", "f"), "f")
+    assert out.content == b"\xef\xbb\xbfa\r\nc\r\nd"
+    assert (out.added, out.removed) == (2, 1)
+
+
+def test_binary_and_invalid_utf8_are_refused() -> None:
+    with pytest.raises(BinaryFile, match="NUL"):
+        v4a.decode_text(b"a\0b", "x.bin")
+    with pytest.raises(BinaryFile, match="not valid UTF-8"):
+        v4a.decode_text(b"\xff\xfe", "x.bin")
+
+
+def test_no_line_in_common_is_said_plainly() -> None:
+    with pytest.raises(ContextNotFound, match=r"None of these lines occurs in f \(2 lines\)"):
+        apply("a\nb\n", "@@\n-q\n+r\n")
+
+
+def test_closest_region_lists_at_most_three_differences() -> None:
+    text = "".join(f"l{i}\n" for i in range(10))
+    diff = "@@\n l1\n-X2\n-X3\n-X4\n-X5\n l6\n+new\n"
+    with pytest.raises(ContextNotFound) as info:
+        apply(text, diff)
+    msg = str(info.value)
+    assert "Closest region: lines 2-7 (2 of 6 lines match)" in msg
+    assert "line 3: the file has 'l2' where the hunk expects 'X2'" in msg
+    assert "… and 1 more differing lines" in msg
+
+
+def test_create_file_rules() -> None:
+    assert v4a.parse_create("", "f") == ""
+    assert v4a.parse_create("+a\n+b", "f") == "a\nb\n"
+    assert v4a.parse_create("*** Begin Patch\n*** Add File: f\n+x\n*** End Patch\n", "f") == "x\n"
+    with pytest.raises(PatchParseError, match="does not start with"):
+        v4a.parse_create("+a\n*** End of File\n", "f")
