@@ -1,0 +1,397 @@
+"""Decisions: allow / prompt / deny, with the rule that decided, where it is written, and why.
+
+Shell command lines are parsed into simple commands (:mod:`policies.shell_parse`); each is
+decided by the first rule whose pattern matches, and the line by the strictest of them. Words
+known only at run time make matching uncertain, and uncertainty is resolved towards the
+stricter side: every rule that *might* be the first to match is a possible outcome, up to the
+first rule that matches *whatever* the words turn out to be (or the default), and the strictest
+possible outcome wins. So ``git $(echo push)`` is decided as strictly as ``git push``. A command
+that cannot be known at all (``eval``, a computed program name…) is never allowed: it gets the
+shell default, raised to ``prompt`` when the default is ``allow``.
+
+An ``unattended`` policy (no human to ask, e.g. CI) turns every ``prompt`` into ``deny``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from policies import shell_parse
+from policies.decision import Decision, Verdict
+from policies.model import LoadedPolicy, Policy, PolicyLoadError, Problem, ShellRule, load
+from policies.shell_parse import MANY, Dynamic, SimpleCommand, Word
+from sandbox.errors import PolicyDenied, describe
+
+__all__ = [
+    "CompiledRule",
+    "PolicyEngine",
+    "deny_text",
+    "example_problems",
+    "glob_match",
+    "load_policy",
+]
+
+# One pattern element: a set of accepted words, or "*" (one word) / "**" (any number of words).
+Element = frozenset[str] | Literal["*", "**"]
+
+
+def _compile(pattern: Sequence[str | list[str]]) -> tuple[Element, ...]:
+    out: list[Element] = []
+    for element in pattern:
+        if element == "*":
+            out.append("*")
+        elif element == "**":
+            out.append("**")
+        else:
+            out.append(frozenset(element if isinstance(element, list) else [element]))
+    return tuple(out)
+
+
+def _may_be(element: Element, word: Word) -> bool:
+    """Could ``word`` (which may be run-time dynamic) fill this single-word element?"""
+    return element == "*" or isinstance(word, Dynamic) or word in element
+
+
+def _possible(pat: tuple[Element, ...], argv: tuple[Word, ...], i: int = 0, j: int = 0) -> bool:
+    """Is there *some* value of the dynamic words for which the pattern matches argv?"""
+    while True:
+        if i == len(pat):
+            return True  # a prefix: the argv may go on
+        if pat[i] == "**":
+            return any(_possible(pat, argv, i + 1, k) for k in range(j, len(argv) + 1))
+        if j == len(argv):
+            return False
+        word = argv[j]
+        if isinstance(word, Dynamic) and word.kind == MANY:
+            # zero words, or this element's word (and maybe more from the same expansion)
+            return _possible(pat, argv, i, j + 1) or _possible(pat, argv, i + 1, j)
+        if not _may_be(pat[i], word):
+            return False
+        i, j = i + 1, j + 1
+
+
+def _definite(pat: tuple[Element, ...], argv: tuple[Word, ...], i: int = 0, j: int = 0) -> bool:
+    """Does the pattern match argv *whatever* the dynamic words turn out to be? (sound, simple:
+    a dynamic word is only certainly matched by "*", an expansion only by "**")."""
+    while True:
+        if i == len(pat):
+            return True
+        if pat[i] == "**":
+            return any(_definite(pat, argv, i + 1, k) for k in range(j, len(argv) + 1))
+        if j == len(argv):
+            return False
+        word = argv[j]
+        element = pat[i]
+        if isinstance(word, Dynamic):
+            if word.kind == MANY or element != "*":
+                return False
+        elif element != "*" and word not in element:
+            return False
+        i, j = i + 1, j + 1
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    index: int
+    rule: ShellRule
+    elements: tuple[Element, ...]
+    source: str
+
+    def may_match(self, cmd: SimpleCommand) -> bool:
+        return bool(cmd.argv) and _possible(self.elements, cmd.argv)
+
+    def matches(self, cmd: SimpleCommand) -> bool:
+        """Certain match: never for unknown commands, nor for an untrusted "./git"."""
+        return (
+            cmd.unknown is None
+            and cmd.trusted_name
+            and bool(cmd.argv)
+            and _definite(self.elements, cmd.argv)
+        )
+
+    def verdict(self) -> Verdict:
+        return Verdict(self.rule.decision, self.rule.justification, self.rule.id, self.source)
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    """Workspace globs: ``*`` and ``?`` stay inside one path segment, ``**`` crosses them;
+    ``dir/**`` also matches ``dir`` itself, ``**/x`` also matches a top-level ``x``."""
+    out = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("/**", i) and i + 3 == len(glob):
+            out.append("(?:/.*)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and "]" in glob[i + 2 :]:
+            end = glob.index("]", i + 2)
+            body = glob[i + 1 : end].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out), re.S)
+
+
+def glob_match(glob: str, path: str) -> bool:
+    return _glob_regex(glob).fullmatch(path) is not None
+
+
+def _host_matches(entry: str, host: str) -> bool:
+    if entry == "*":
+        return True
+    if entry.startswith("*."):
+        return host.endswith(entry[1:])
+    return host == entry
+
+
+_KINDS = {"create": "create", "update": "update", "delete": "delete"}
+
+
+class PolicyEngine:
+    """Answers for one effective policy. Cheap to call: a shell decision is a parse and a scan."""
+
+    def __init__(self, loaded: LoadedPolicy) -> None:
+        self.loaded = loaded
+        self.policy: Policy = loaded.policy
+        self.sha256: str = loaded.sha256
+        self.path: Path = loaded.layers[-1].path
+        self.rules = [
+            CompiledRule(n, rule, _compile(rule.pattern), loaded.where(("shell", "rules", n)))
+            for n, rule in enumerate(self.policy.shell.rules)
+        ]
+        self._by_name: dict[str, list[CompiledRule]] = {}
+
+    # --- shell -----------------------------------------------------------------------------
+
+    def shell(self, command_line: str) -> Verdict:
+        """The strictest verdict among the simple commands the line runs."""
+        decided = self.explain_shell(command_line)
+        if not decided:
+            return self._final(Verdict(Decision.ALLOW, "the command line runs no program"))
+        worst = max(decided, key=lambda pair: pair[1].decision.strictness)[1]
+        return worst  # already final
+
+    def explain_shell(self, command_line: str) -> list[tuple[SimpleCommand, Verdict]]:
+        """Each simple command with its own (final) verdict, in source order."""
+        return [(cmd, self._final(self.command(cmd))) for cmd in shell_parse.parse(command_line)]
+
+    def command(self, cmd: SimpleCommand) -> Verdict:
+        """One simple command's verdict before ``unattended`` is applied."""
+        shell = self.policy.shell
+        default_source = self.loaded.where(("shell", "default"))
+        if cmd.unknown is not None:
+            decision = shell.default if shell.default is not Decision.ALLOW else Decision.PROMPT
+            fallback = Verdict(
+                decision, f"cannot be known before it runs ({cmd.unknown})", None, default_source
+            )
+        else:
+            fallback = Verdict(shell.default, "no rule matches this command", None, default_source)
+        outcomes: list[Verdict] = []
+        for rule in self._candidates(cmd):
+            if rule.matches(cmd):
+                outcomes.append(rule.verdict())
+                break
+            if rule.may_match(cmd):
+                outcomes.append(rule.verdict())
+        else:
+            outcomes.append(fallback)
+        if cmd.unknown is not None:
+            outcomes = [v for v in outcomes if v.decision is not Decision.ALLOW] + [fallback]
+        return max(outcomes, key=lambda v: v.decision.strictness)
+
+    def _candidates(self, cmd: SimpleCommand) -> list[CompiledRule]:
+        name = cmd.argv[0] if cmd.argv else None
+        if not isinstance(name, str):
+            return [r for r in self.rules if not isinstance(r.elements[0], frozenset)]
+        found = self._by_name.get(name)
+        if found is None:
+            found = self._by_name[name] = [
+                r for r in self.rules
+                if not isinstance(r.elements[0], frozenset) or name in r.elements[0]
+            ]
+        return found
+
+    # --- files -----------------------------------------------------------------------------
+
+    def patch(self, path: str, kind: str, *, size_bytes: int | None = None) -> Verdict:
+        """May a patch ``kind`` (create_file / update_file / delete_file) touch ``path``?"""
+        files = self.policy.files
+        op = _KINDS.get(kind.removesuffix("_file"))
+        if op is None:
+            raise ValueError(f"unknown patch kind {kind!r}")
+        normal = posixpath.normpath(path.replace("\\", "/")).removeprefix("./")
+        if normal.startswith(("/", "../")) or normal in ("..", ".", ""):
+            return self._final(Verdict(Decision.DENY, f"{path} is not inside the workspace",
+                                       "files.path", None))
+        if size_bytes is not None and size_bytes > files.max_patch_bytes:
+            return self._final(self._setting(
+                Decision.DENY, ("files", "max_patch_bytes"),
+                f"the patch is {size_bytes} bytes; the policy allows {files.max_patch_bytes}"))
+        for n, glob in enumerate(files.read_only):
+            if glob_match(glob, normal):
+                return self._final(self._setting(
+                    Decision.DENY, ("files", "read_only", n),
+                    f"{normal} is read-only (matches {glob!r})", "files.read_only"))
+        if op == "create" and not files.allow_create:
+            return self._final(self._setting(
+                Decision.DENY, ("files", "allow_create"), "the policy does not allow creating files"))
+        if op == "delete" and not files.allow_delete:
+            return self._final(self._setting(
+                Decision.DENY, ("files", "allow_delete"), "the policy does not allow deleting files"))
+        for n, glob in enumerate(files.writable):
+            if glob_match(glob, normal):
+                return self._final(self._setting(
+                    Decision.ALLOW, ("files", "writable", n),
+                    f"{normal} is writable (matches {glob!r})", "files.writable"))
+        return self._final(Verdict(files.default, f"{normal} matches no writable glob", None,
+                                   self.loaded.where(("files", "default"))))
+
+    # --- browser ---------------------------------------------------------------------------
+
+    def url(self, url: str) -> Verdict:
+        browser = self.policy.browser
+        if url.strip() == "about:blank":
+            return self._final(Verdict(Decision.ALLOW, "a blank page", "browser.about_blank"))
+        # Parsers disagree about backslashes and control characters (a browser reads
+        # "http://a\\@b" as host a, urllib as b), so such URLs are refused outright.
+        if re.search(r"[\\\s\x00-\x1f\x7f]", url):
+            return self._final(Verdict(Decision.DENY, "the URL has backslashes, spaces or control "
+                                       "characters", "browser.url"))
+        try:
+            parts = urlsplit(url)
+            host = (parts.hostname or "").rstrip(".")
+            host = host.encode("idna").decode("ascii") if not host.isascii() else host
+        except (ValueError, UnicodeError):
+            return self._final(Verdict(Decision.DENY, "the URL does not parse", "browser.url"))
+        if parts.scheme not in ("http", "https"):
+            return self._final(Verdict(
+                Decision.DENY, f"only http(s) pages and about:blank may be opened, not "
+                f"{parts.scheme or 'a relative URL'}", "browser.scheme"))
+        if not host:
+            return self._final(Verdict(Decision.DENY, "the URL has no host", "browser.url"))
+        for n, entry in enumerate(browser.block_domains):
+            if _host_matches(entry, host):
+                return self._final(self._setting(
+                    Decision.DENY, ("browser", "block_domains", n),
+                    f"{host} is blocked (matches {entry!r})", "browser.block_domains"))
+        for n, entry in enumerate(browser.allow_domains):
+            if _host_matches(entry, host):
+                return self._final(self._setting(
+                    Decision.ALLOW, ("browser", "allow_domains", n),
+                    f"{host} is allowed (matches {entry!r})", "browser.allow_domains"))
+        return self._final(Verdict(browser.default, f"{host} is not in allow_domains", None,
+                                   self.loaded.where(("browser", "default"))))
+
+    # --- MCP and functions -----------------------------------------------------------------
+
+    def mcp(self, server_label: str, tool: str) -> Verdict:
+        mcp = self.policy.mcp
+        server = mcp.servers.get(server_label)
+        if server is not None and tool in server.tools:
+            return self._final(self._setting(
+                server.tools[tool], ("mcp", "servers", server_label, "tools", tool),
+                f"MCP tool {tool} on {server_label} is set to {server.tools[tool].value}",
+                f"mcp.{server_label}.{tool}"))
+        if server is not None and server.default is not None:
+            return self._final(self._setting(
+                server.default, ("mcp", "servers", server_label, "default"),
+                f"MCP server {server_label} is set to {server.default.value}",
+                f"mcp.{server_label}"))
+        return self._final(Verdict(mcp.default, f"MCP server {server_label} is not listed", None,
+                                   self.loaded.where(("mcp", "default"))))
+
+    def function(self, name: str) -> Verdict:
+        functions = self.policy.functions
+        if name in functions.tools:
+            return self._final(self._setting(
+                functions.tools[name], ("functions", "tools", name),
+                f"function {name} is set to {functions.tools[name].value}", f"functions.{name}"))
+        return self._final(Verdict(functions.default, f"function {name} is not listed", None,
+                                   self.loaded.where(("functions", "default"))))
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _setting(
+        self, decision: Decision, path: tuple[str | int, ...], why: str, rule_id: str | None = None
+    ) -> Verdict:
+        rule = rule_id or ".".join(str(p) for p in path)
+        return Verdict(decision, why, rule, self.loaded.where(path))
+
+    def _final(self, verdict: Verdict) -> Verdict:
+        if self.policy.unattended and verdict.decision is Decision.PROMPT:
+            return Verdict(Decision.DENY,
+                           f"{verdict.justification} (needs approval, and this policy is "
+                           "unattended)", verdict.rule_id, verdict.source)
+        return verdict
+
+
+def example_problems(engine: PolicyEngine) -> list[Problem]:
+    """Every inline ``match`` / ``not_match`` example that its rule gets wrong."""
+    problems = []
+    for rule in engine.rules:
+        for field_name, expect in (("match", True), ("not_match", False)):
+            for example in getattr(rule.rule, field_name):
+                cmds = shell_parse.parse(example)
+                got = (any(rule.matches(c) for c in cmds) if expect
+                       else any(rule.may_match(c) for c in cmds))
+                if got != expect:
+                    verb = "does not match" if expect else "matches"
+                    problems.append(engine.loaded.problem(
+                        ("shell", "rules", rule.index, field_name),
+                        f"rule {rule.rule.id!r}: {field_name} example {example!r} {verb} its "
+                        f"pattern {_short(rule.rule.pattern)}"))
+    return problems
+
+
+def _short(pattern: object, limit: int = 100) -> str:
+    text = str(pattern)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def load_policy(spec: str | Path | None, *, check_examples: bool = True) -> PolicyEngine:
+    """A policy file, a preset name (``"strict"``), or None for the default preset.
+
+    Raises :class:`~policies.model.PolicyLoadError` naming the file and line of every problem,
+    including inline examples that fail (unless ``check_examples`` is False, for ``policy test``).
+    """
+    from policies.model import preset_path
+
+    if spec is None:
+        path = preset_path("default")
+    elif isinstance(spec, str) and re.fullmatch(r"[A-Za-z0-9_-]+", spec) and not Path(spec).exists():
+        path = preset_path(spec)
+    else:
+        path = Path(spec)
+    engine = PolicyEngine(load(path))
+    if check_examples:
+        problems = example_problems(engine)
+        if problems:
+            raise PolicyLoadError(problems)
+    return engine
+
+
+def deny_text(verdict: Verdict) -> str:
+    """The plain refusal the model sees (through the one error describer)."""
+    who = f"rule {verdict.rule_id}" if verdict.rule_id else "the policy's default"
+    return describe(PolicyDenied(f"{verdict.justification} ({who})"))
