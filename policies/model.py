@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policies.decision import Decision
-from sandbox.errors import SandloopError
+from sandbox.errors import ConfigError
 
 __all__ = [
     "BrowserSection",
@@ -249,7 +249,7 @@ class Problem:
         return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
 
-class PolicyLoadError(SandloopError):
+class PolicyLoadError(ConfigError):
     """A policy file could not be loaded; every problem names its file and line."""
 
     def __init__(self, problems: list[Problem]) -> None:

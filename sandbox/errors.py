@@ -1,6 +1,7 @@
 """sandloop's one exception tree.
 
     SandloopError
+    ├── ConfigError             a configuration or policy file is invalid (names file and line)
     ├── PolicyDenied            a policy rule refused the action
     ├── SandboxError            something went wrong where things run
     │   ├── SandboxTimeout      a call ran past its deadline
@@ -21,6 +22,7 @@ from __future__ import annotations
 __all__ = [
     "BinaryFile",
     "BrowserError",
+    "ConfigError",
     "ContextNotFound",
     "FileMissing",
     "PatchError",
@@ -37,6 +39,10 @@ __all__ = [
 
 class SandloopError(Exception):
     """Base of every error sandloop raises on purpose."""
+
+
+class ConfigError(SandloopError):
+    """A configuration or policy file is invalid; the message names the file and the line."""
 
 
 class PolicyDenied(SandloopError):
@@ -84,6 +90,7 @@ class BinaryFile(PatchError):
 
 
 _PREFIX: dict[type[BaseException], str] = {
+    ConfigError: "invalid configuration",
     PolicyDenied: "denied by policy",
     SandboxTimeout: "timed out",
     SandboxUnavailable: "sandbox unavailable",
