@@ -202,7 +202,7 @@ class DockerSession(HelperSession):
     """A hardened container with the workspace bind-mounted at /workspace."""
 
     def __init__(self, client: docker.DockerClient, workspace: Path, config: DockerConfig) -> None:
-        super().__init__(config.limits)
+        super().__init__(config.limits, config.env)
         self.client = client
         self.host_workspace = workspace.resolve()
         self.config = config

@@ -219,8 +219,10 @@ class HelperSession(Session):
     #: Seconds the host waits beyond a command's own timeout (kill grace, drain, transport).
     REPLY_MARGIN_S = 15.0
 
-    def __init__(self, limits: SessionLimits) -> None:
+    def __init__(self, limits: SessionLimits, base_env: Mapping[str, str] | None = None) -> None:
         self.limits = limits
+        #: Variables every command gets (a policy's ``[shell] env``); a call's own env wins.
+        self.base_env = dict(base_env or {})
 
     @abc.abstractmethod
     async def _client(self) -> RunnerClient:
@@ -241,9 +243,10 @@ class HelperSession(Session):
         timeout = self.clamp_timeout(timeout_s)
         cap = min(max_output_bytes or self.limits.max_output_bytes, self.limits.max_output_bytes)
         client = await self._client()
+        merged = {**self.base_env, **(env or {})}
         try:
             return await asyncio.wait_for(
-                client.run(command, timeout_s=timeout, max_output_bytes=cap, env=env),
+                client.run(command, timeout_s=timeout, max_output_bytes=cap, env=merged),
                 timeout + self.REPLY_MARGIN_S,
             )
         except TimeoutError:

@@ -147,3 +147,10 @@ async def test_gvisor_runtime_is_really_in_force(docker_client, user_workspace: 
         r = await s.run("echo hi; uname -r")
         assert r.stdout.text.startswith("hi\n")
         assert r.stdout.text.split()[1] != os.uname().release  # gVisor's own kernel, not the host's
+
+
+async def test_policy_environment_reaches_every_command(docker_client, user_workspace: Path) -> None:
+    config = DockerConfig(env={"FROM_POLICY": "yes", "BOTH": "policy"})
+    async with await DockerSession.create(user_workspace, config, client=docker_client) as s:
+        r = await s.run('echo "$FROM_POLICY $BOTH"', env={"BOTH": "call"})
+        assert r.stdout.text == "yes call\n"

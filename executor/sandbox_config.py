@@ -1,0 +1,49 @@
+"""From a policy to the limits the back-ends enforce: one place, so nothing is merely hinted.
+
+The policy's ``[shell]`` section decides the container's resources, runtime, environment and
+timeouts; the session and the helper then enforce them whatever a call asks for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from executor.handlers.shell import ShellLimits
+from policies.model import Policy
+from sandbox.base import SessionLimits
+from sandbox.docker import DockerConfig
+
+__all__ = ["docker_config", "shell_limits"]
+
+
+def shell_limits(policy: Policy) -> ShellLimits:
+    shell = policy.shell
+    return ShellLimits(
+        default_timeout_ms=min(shell.default_timeout_ms, shell.max_timeout_ms),
+        max_timeout_ms=shell.max_timeout_ms,
+        max_output_bytes=shell.output_cap_bytes,
+    )
+
+
+def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None) -> DockerConfig:
+    """The container a policy asks for. A read-only workspace follows from a policy that lets no
+    patch write anywhere (``strict``), unless the caller says otherwise."""
+    shell = policy.shell
+    base = base or DockerConfig()
+    if read_only is None:
+        read_only = not policy.files.writable
+    limits = SessionLimits(
+        default_timeout_s=min(shell.default_timeout_ms, shell.max_timeout_ms) / 1000,
+        max_timeout_s=shell.max_timeout_ms / 1000,
+        max_output_bytes=shell.output_cap_bytes,
+    )
+    return replace(
+        base,
+        read_only_workspace=read_only,
+        memory=shell.resources.memory,
+        cpus=shell.resources.cpus,
+        pids_limit=shell.resources.pids,
+        runtime=shell.runtime,
+        env=dict(shell.env),
+        limits=limits,
+    )
