@@ -1,0 +1,111 @@
+"""Loop overhead per turn, and parallel vs one-by-one shell calls.
+
+1. Per-turn overhead against the fake Responses server (real openai client, real HTTP on
+   127.0.0.1): a 40-turn session whose one function call does nothing, so everything measured
+   is the loop, the client, HTTP and the fake server — no tool time. Chained and stateless.
+   Target: median ≤ 10 ms per turn.
+2. Five ``sleep 0.5`` shell calls in one response (run concurrently) vs the same five calls,
+   one per response (run one by one), in a Docker session (LocalSession without Docker);
+   compares the time spent executing calls. Target: ≥ 4× speedup.
+
+Prints medians and ratios; it asserts nothing (timings are not tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from executor.approvals import DenyAll
+from executor.dispatch import Toolbox
+from executor.handlers.function import FunctionTool, FunctionTools
+from executor.loop import Budgets, Loop, LoopConfig, RunResult
+from executor.policy_gate import PolicyGate
+from executor.testing import (
+    FakeResponsesServer,
+    ScriptedModel,
+    function_call,
+    message,
+    shell_call,
+)
+from policies.engine import load_policy
+
+TURNS = 40
+NO_ARGS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+POLICY = 'version = 1\nunattended = true\n[shell]\ndefault = "allow"\n'
+
+
+async def _run(turns: list[Any], toolbox: Toolbox, *, stateless: bool = False) -> RunResult:
+    with FakeResponsesServer(ScriptedModel(turns)) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        config = LoopConfig(model="bench", stateless=stateless,
+                            budgets=Budgets(max_turns=len(turns) + 1))
+        try:
+            return await Loop(client, config, toolbox).run("bench")
+        finally:
+            await client.close()
+
+
+async def overhead(stateless: bool) -> None:
+    tools = FunctionTools()
+    tools.add(FunctionTool("noop", lambda: "ok", parameters=NO_ARGS))
+    turns: list[Any] = [[function_call("noop")] for _ in range(TURNS - 1)] + [[message("done")]]
+    result = await _run(turns, Toolbox(functions=tools), stateless=stateless)
+    assert result.reason == "answered", result.detail
+    per_turn = [t.total_s * 1000 for t in result.turns[1:]]  # the first turn warms connections
+    request = [t.request_s * 1000 for t in result.turns[1:]]
+    loop_side = [(t.total_s - t.request_s) * 1000 for t in result.turns[1:]]
+    mode = "stateless" if stateless else "chained"
+    print(f"per-turn overhead ({mode:9}): median {statistics.median(per_turn):6.2f} ms  "
+          f"(request round trip {statistics.median(request):5.2f} ms, loop side "
+          f"{statistics.median(loop_side):5.2f} ms; p90 "
+          f"{statistics.quantiles(per_turn, n=10)[-1]:6.2f} ms)  target <= 10 ms")
+
+
+async def _session(workspace: Path) -> tuple[Any, str]:
+    try:
+        from sandbox.docker import DockerSession
+
+        return await DockerSession.create(workspace), "docker"
+    except Exception as exc:  # no engine here: measure the same helper as a local process
+        from sandbox.local import LocalSession
+
+        print(f"(no Docker session: {exc}; using LocalSession)")
+        return await LocalSession.create(workspace), "local"
+
+
+async def parallel_vs_serial() -> None:
+    with tempfile.TemporaryDirectory(prefix="sandloop-bench-") as tmp:
+        policy = Path(tmp) / "policy.toml"
+        policy.write_text(POLICY)
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        session, kind = await _session(workspace)
+        try:
+            gate = PolicyGate(load_policy(str(policy)), DenyAll())
+            toolbox = Toolbox(gate=gate, session=session)
+            calls = [shell_call(["sleep 0.5"]) for _ in range(5)]
+            together = await _run([calls, [message("done")]], toolbox)
+            apart = await _run([[shell_call(["sleep 0.5"])] for _ in range(5)]
+                               + [[message("done")]], toolbox)
+        finally:
+            await session.close()
+    parallel = together.turns[0].tools_s
+    serial = sum(t.tools_s for t in apart.turns[:5])
+    print(f"5 × sleep 0.5 ({kind}): parallel {parallel * 1000:7.1f} ms, one by one "
+          f"{serial * 1000:7.1f} ms  → speedup {serial / parallel:4.2f}×  target >= 4×")
+
+
+async def main() -> None:
+    await overhead(stateless=False)
+    await overhead(stateless=True)
+    await parallel_vs_serial()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,76 @@
+"""PolicyGate: the :class:`executor.gate.Gate` handlers ask, backed by the policy engine.
+
+ALLOW and DENY come straight from the engine. PROMPT goes to the approvals callback and comes
+back as ALLOW or DENY — handlers never see PROMPT. Every decision, with the rule that made it,
+is recorded in the audit log, and reported to the progress sink.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from executor.approvals import ApprovalKind, ApprovalRequest, Approvals, DenyAll
+from executor.gate import PatchKind
+from policies.decision import Decision, Verdict
+
+__all__ = ["PolicyGate"]
+
+
+class PolicyGate:
+    def __init__(
+        self,
+        engine: Any,
+        approvals: Approvals | None = None,
+        audit: Any = None,
+        *,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.engine = engine  # policies.engine.PolicyEngine
+        self.approvals: Approvals = approvals or DenyAll()
+        self.audit = audit  # policies.audit.AuditLog, or None
+        self.on_event = on_event
+
+    async def _decide(self, kind: ApprovalKind, subject: str, call_id: str,
+                      ask: Callable[[], Any], **fields: Any) -> Verdict:
+        verdict = ask()
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        final: Verdict = verdict
+        approved_by: str | None = None
+        if verdict.decision is Decision.PROMPT:
+            answer = await self.approvals(ApprovalRequest(kind, subject, call_id, verdict, fields))
+            final = Verdict(Decision.ALLOW if answer.approved else Decision.DENY,
+                            f"{answer.reason} (rule: {verdict.justification})",
+                            verdict.rule_id, verdict.source)
+            approved_by = answer.reason
+        if self.audit is not None:
+            self.audit.record(
+                "decision", what=kind, subject=subject, call_id=call_id,
+                decision=final.decision.value, policy_decision=verdict.decision.value,
+                rule_id=final.rule_id, source=final.source, justification=final.justification,
+                approval=approved_by, **fields)
+        if self.on_event is not None:
+            self.on_event("decision", {"what": kind, "subject": subject, "call_id": call_id,
+                                       "decision": final.decision.value,
+                                       "rule_id": final.rule_id})
+        return final
+
+    async def shell(self, command: str, *, call_id: str) -> Verdict:
+        return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
+
+    async def patch(self, path: str, kind: PatchKind, *, call_id: str) -> Verdict:
+        return await self._decide("patch", f"{kind} {path}", call_id,
+                                  lambda: self.engine.patch(path, kind), path=path, operation=kind)
+
+    async def url(self, url: str, *, call_id: str) -> Verdict:
+        return await self._decide("url", url, call_id, lambda: self.engine.url(url))
+
+    async def function(self, name: str, *, call_id: str) -> Verdict:
+        return await self._decide("function", name, call_id, lambda: self.engine.function(name))
+
+    async def mcp(self, server_label: str, tool: str, *, call_id: str) -> Verdict:
+        return await self._decide("mcp", f"{server_label}.{tool}", call_id,
+                                  lambda: self.engine.mcp(server_label, tool),
+                                  server_label=server_label, tool=tool)
