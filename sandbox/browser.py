@@ -1,0 +1,963 @@
+"""The browser back-end for computer_call: one Playwright Chromium page per session.
+
+:class:`Browser` is the interface the computer handler uses: run a list of computer actions
+and return ONE screenshot; navigate/back/forward; the current URL; close. Two placements sit
+behind it and share every line of page logic (:class:`PlaywrightBrowser`); they differ only in
+where Chromium runs:
+
+* :class:`ContainerBrowser` — Chromium inside a hardened container (the ``browser`` image),
+  attached with ``connect_over_cdp`` over a debugging port bound to 127.0.0.1 only;
+* :class:`LocalBrowser` — Playwright launches Chromium on the host (for users without Docker).
+
+Isolation inside the page is the same for both: fixed viewport at device scale factor 1, one
+context per session, downloads and service workers refused, only http(s) (and about:blank)
+navigations, and every request — navigations, subresources, fetch(), websockets — checked by
+``allow_url`` through Playwright routing. A crashed browser is restarted and the call still gets
+a screenshot; a bad action is reported in :attr:`Screenshot.notes`, never raised.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import base64
+import html
+import io
+import logging
+import math
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from openai.types.responses import computer_action as ca
+from PIL import Image
+from playwright.async_api import Browser as PWBrowser
+from playwright.async_api import (
+    BrowserContext,
+    Download,
+    Frame,
+    Page,
+    Playwright,
+    Request,
+    Route,
+    WebSocketRoute,
+    async_playwright,
+)
+from playwright.async_api import Error as PlaywrightError
+from pydantic import BaseModel, ValidationError
+
+from policies.decision import Decision, Verdict
+from sandbox import keys as keymap
+from sandbox.errors import SandboxUnavailable
+
+__all__ = [
+    "BlockedRequest",
+    "Browser",
+    "BrowserConfig",
+    "ContainerBrowser",
+    "LocalBrowser",
+    "Navigation",
+    "PlaywrightBrowser",
+    "Screenshot",
+    "open_browser",
+]
+
+log = logging.getLogger("sandloop.browser")
+
+Size = tuple[int, int]
+UrlCheck = Callable[[str], Verdict]
+ActionLike = BaseModel | Mapping[str, Any]
+
+DEFAULT_VIEWPORT: Size = (1280, 800)
+# Flags both placements pass: nothing phones home, nothing updates itself, scrolling is
+# immediate (so the screenshot after a scroll shows where it ended, not an animation frame).
+COMMON_ARGS = (
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-smooth-scrolling",
+    "--password-store=basic",
+)
+_NAV_SCHEMES = frozenset({"http", "https"})
+_NET_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+_MOUSE_BUTTONS: dict[str, Literal["left", "right", "middle"]] = {
+    "left": "left",
+    "right": "right",
+    "wheel": "middle",
+}
+_ACTIONS: dict[str, type[BaseModel]] = {
+    "click": ca.Click,
+    "double_click": ca.DoubleClick,
+    "drag": ca.Drag,
+    "move": ca.Move,
+    "scroll": ca.Scroll,
+    "keypress": ca.Keypress,
+    "type": ca.Type,
+    "wait": ca.Wait,
+    "screenshot": ca.Screenshot,
+}
+# A navigation an action starts (link, location=…) is announced to the old document by the
+# Navigation API's `navigate` event before the input event returns; a form submission only by its
+# `submit` event (the navigation itself starts in a later task). Playwright's `request` event can
+# arrive after our next round trip, so the page keeps flags and the settle round trip reads and
+# clears them (after a timer tick, or a frame after a scroll/drag).
+_NAV_WATCH_JS = """(() => {
+  if (window.navigation) navigation.addEventListener('navigate', e => {
+    if (!e.destination.sameDocument) window.__sandloopNavigating = true; });
+  window.addEventListener('submit', e => { window.__sandloopSubmit = e; }, true);
+})();"""
+_SETTLE_JS = """frame => new Promise(resolve => {
+  const done = () => {
+    const submit = window.__sandloopSubmit;
+    const v = !!window.__sandloopNavigating || (!!submit && !submit.defaultPrevented);
+    window.__sandloopNavigating = false; window.__sandloopSubmit = null; resolve(v); };
+  frame ? requestAnimationFrame(() => setTimeout(done, 0)) : setTimeout(done, 0); })"""
+_INVALID_SELECTORS_JS = """sels => sels.filter(s => {
+  try { document.querySelector(s); return false; } catch (e) { return true; } })"""
+# Redaction is a stylesheet applied only while capturing (Playwright's screenshot `style`, which
+# also reaches shadow DOM and iframes): brightness(0) blackens the element's text, images and
+# children, the background fills the rest of its box. Playwright's overlay `mask` does the same
+# job but waits for an extra frame (≈+16 ms per screenshot); this costs nothing measurable.
+_REDACT_RULE = (
+    "{selectors}{{background:#000!important;filter:brightness(0)!important;"
+    "color:#000!important;-webkit-text-fill-color:#000!important}}"
+)
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    """What a session's browser looks like and may do."""
+
+    viewport: Size = DEFAULT_VIEWPORT
+    start_url: str = "about:blank"
+    wait_s: float = 1.0  # how long the `wait` action waits (the API gives no duration)
+    #: CSS selectors of elements painted solid black in every screenshot.
+    redact_selectors: tuple[str, ...] = ("input[type=password]",)
+    #: The domain rules (policies.engine.PolicyEngine.url). None: every http(s) URL is allowed.
+    allow_url: UrlCheck | None = None
+    #: Called for every blocked request or navigation (in addition to the log).
+    on_block: Callable[[BlockedRequest], None] | None = None
+    extra_args: tuple[str, ...] = ()  # e.g. --host-resolver-rules=...
+    navigation_timeout_s: float = 15.0
+    settle_timeout_s: float = 5.0  # how long to let a navigation an action started land
+
+
+@dataclass(frozen=True)
+class BlockedRequest:
+    url: str
+    verdict: Verdict
+    navigation: bool
+    kind: str = "request"  # "request", "websocket" or "navigation"
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    """One capture, already sized to the display the tool declared."""
+
+    png: bytes
+    size: Size
+    url: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def data_url(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Navigation:
+    """Where a navigate/back/forward ended, and why it did not go where asked (if so)."""
+
+    url: str
+    title: str = ""
+    blocked: Verdict | None = None
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"now at {self.url}" + (f" ({self.title})" if self.title else "")]
+        if self.blocked is not None:
+            parts.append("blocked: " + _rule_text(self.blocked))
+        parts.extend(self.notes)
+        return "; ".join(parts)
+
+
+class Browser(abc.ABC):
+    """A browser session: actions in, one screenshot out."""
+
+    viewport: Size = DEFAULT_VIEWPORT
+
+    @abc.abstractmethod
+    async def perform(self, actions: Sequence[ActionLike], *, display: Size | None = None) -> Screenshot:
+        """Run the actions in order, then capture once at ``display`` size (default: viewport)."""
+
+    async def screenshot(self, *, display: Size | None = None) -> Screenshot:
+        return await self.perform([], display=display)
+
+    @abc.abstractmethod
+    async def navigate(self, url: str) -> Navigation: ...
+
+    @abc.abstractmethod
+    async def back(self) -> Navigation: ...
+
+    @abc.abstractmethod
+    async def forward(self) -> Navigation: ...
+
+    @abc.abstractmethod
+    async def current_url(self) -> str: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the browser (and its container). Idempotent."""
+
+    async def __aenter__(self) -> Browser:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class _Skip(Exception):
+    """An action that cannot run as given; the message goes to the notes."""
+
+
+class _Gone(Exception):
+    """The page or the whole browser died under an action."""
+
+
+def _rule_text(verdict: Verdict) -> str:
+    rule = verdict.rule_id or "default"
+    where = f" at {verdict.source}" if verdict.source else ""
+    return f"rule {rule}{where}: {verdict.justification}"
+
+
+def _scheme_refused(url: str) -> Verdict:
+    scheme = urlsplit(url).scheme or "(none)"
+    return Verdict(
+        Decision.DENY,
+        f"the {scheme}: scheme is not allowed; only http(s) pages may be opened",
+        rule_id="browser.scheme",
+    )
+
+
+_ALLOWED = Verdict(Decision.ALLOW, "no domain rules configured")
+_BLANK = Verdict(Decision.ALLOW, "about:blank is always allowed", rule_id="browser.scheme")
+
+
+def _blocked_page(url: str, verdict: Verdict) -> str:
+    return (
+        "<!doctype html><html><head><meta charset=utf-8><title>Blocked by sandloop</title></head>"
+        "<body style='font:20px sans-serif;margin:40px;background:#fff;color:#000'>"
+        "<h1>Blocked by sandloop</h1>"
+        f"<p>This page was not opened: <code>{html.escape(url)}</code></p>"
+        f"<p>Blocked by {html.escape(_rule_text(verdict))}</p></body></html>"
+    )
+
+
+class PlaywrightBrowser(Browser):
+    """All page logic; subclasses only say how to get a Playwright ``Browser``."""
+
+    def __init__(self, config: BrowserConfig | None = None) -> None:
+        self.config = config or BrowserConfig()
+        self.viewport = self.config.viewport
+        self._pw: Playwright | None = None
+        self._browser: PWBrowser | None = None
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._crashed = False
+        self._lock = asyncio.Lock()
+        self._nav_done = asyncio.Event()  # a main-frame navigation committed or failed
+        self._blocked: dict[str, Verdict] = {}  # URLs we served the blocked page for
+        self.blocked_requests: list[BlockedRequest] = []
+        self.restarts = 0
+        # one rule per selector: an invalid selector must not void the others (checked at start)
+        rules = "".join(_REDACT_RULE.format(selectors=s) for s in self.config.redact_selectors)
+        self._redact_css = rules or None
+
+    # -- placement hooks -------------------------------------------------------------------
+    @abc.abstractmethod
+    async def _launch(self, pw: Playwright) -> PWBrowser:
+        """Start (or attach to) Chromium."""
+
+    async def _release(self) -> None:
+        """Free whatever _launch created beyond the Playwright browser (e.g. a container)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        async with self._lock:
+            await self._ensure_page()
+
+    async def _start(self) -> None:
+        if self._pw is None:
+            self._pw = await async_playwright().start()
+        self._browser = await self._launch(self._pw)
+        width, height = self.viewport
+        self._context = await self._browser.new_context(
+            viewport={"width": width, "height": height},
+            device_scale_factor=1,
+            accept_downloads=False,
+            service_workers="block",  # a service worker would answer requests past our routes
+        )
+        self._context.set_default_navigation_timeout(self.config.navigation_timeout_s * 1000)
+        await self._context.add_init_script(_NAV_WATCH_JS)
+        await self._context.route("**/*", self._on_route)
+        await self._context.route_web_socket(re.compile(r".*"), self._on_websocket)
+        self._context.on("page", self._adopt)
+        page = await self._context.new_page()
+        self._adopt(page)
+        bad = await page.evaluate(_INVALID_SELECTORS_JS, list(self.config.redact_selectors))
+        if bad:  # a configuration error: release everything, nothing will retry
+            await self._teardown()
+            await self._stop_playwright()
+            raise ValueError(f"redact_selectors are not valid CSS selectors: {bad}")
+        await self._goto_start(page)
+
+    async def _goto_start(self, page: Page) -> None:
+        if self.config.start_url == "about:blank":
+            return
+        verdict = self._check(self.config.start_url)
+        if not verdict.allowed:
+            await self._show_blocked(page, self.config.start_url, verdict)
+            return
+        try:
+            await page.goto(self.config.start_url, wait_until="load")
+        except PlaywrightError as exc:
+            log.warning("start URL %s did not load: %s", self.config.start_url, exc)
+
+    async def _teardown(self) -> None:
+        browser, self._browser, self._context, self._page = self._browser, None, None, None
+        if browser is not None:
+            try:
+                await asyncio.wait_for(browser.close(), timeout=10)
+            except (PlaywrightError, TimeoutError) as exc:
+                log.debug("closing a dead browser: %s", exc)
+        await self._release()
+
+    async def _restart(self, why: str) -> str:
+        self.restarts += 1
+        log.warning("browser restarted: %s", why)
+        await self._teardown()
+        await self._start()
+        return f"the browser {why}; it was restarted on {self.config.start_url} (cookies and history are gone)"
+
+    async def _stop_playwright(self) -> None:
+        if self._pw is not None:
+            pw, self._pw = self._pw, None
+            await pw.stop()
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._teardown()
+            await self._stop_playwright()
+
+    # -- the page we show ------------------------------------------------------------------
+    def _adopt(self, page: Page) -> None:
+        """Make ``page`` the one the model sees (a popup replaces its opener on screen)."""
+        self._page = page
+        self._crashed = False
+        page.on("crash", self._on_crash)
+        page.on("requestfailed", self._on_request_failed)
+        page.on("framenavigated", self._on_frame_navigated)
+        page.on("download", self._on_download)
+        page.on("close", self._on_page_close)
+
+    def _on_crash(self, page: Page) -> None:
+        if page is self._page:
+            self._crashed = True
+
+    def _on_page_close(self, page: Page) -> None:
+        if page is self._page and self._context is not None:
+            others = [p for p in self._context.pages if not p.is_closed()]
+            self._page = others[-1] if others else None
+
+    def _main_frame_nav(self, request: Request) -> bool:
+        try:
+            return request.is_navigation_request() and request.frame.parent_frame is None
+        except PlaywrightError:  # no frame (service worker request)
+            return False
+
+    def _on_request_failed(self, request: Request) -> None:
+        if self._main_frame_nav(request):
+            self._nav_done.set()
+
+    def _on_frame_navigated(self, frame: Frame) -> None:
+        if frame.parent_frame is None:
+            self._nav_done.set()
+
+    def _on_download(self, download: Download) -> None:
+        self._nav_done.set()
+        log.info("download refused: %s", download.url)
+
+    async def _ensure_page(self) -> tuple[Page, list[str]]:
+        """The live page, (re)starting whatever died; notes say what happened."""
+        notes: list[str] = []
+        if self._browser is None:
+            await self._start()
+        elif not self._browser.is_connected():
+            notes.append(await self._restart("had stopped"))
+        if self._crashed or self._page is None or self._page.is_closed():
+            assert self._context is not None
+            why = "page crashed" if self._crashed else "page was closed"
+            try:
+                page = await self._context.new_page()
+                self._adopt(page)
+                await self._goto_start(page)
+                notes.append(f"the {why}; a fresh page was opened on {self.config.start_url}")
+            except PlaywrightError:
+                notes.append(await self._restart(f"could not open a page after the {why}"))
+        assert self._page is not None
+        return self._page, notes
+
+    async def _alive(self, page: Page) -> bool:
+        if self._browser is None or not self._browser.is_connected() or page.is_closed():
+            return False
+        if self._crashed:
+            return False
+        try:
+            await asyncio.wait_for(page.evaluate("1"), timeout=5)
+            return True
+        except PlaywrightError as exc:  # a navigation in flight is not a death
+            return _navigated_away(exc)
+        except TimeoutError:
+            return False
+
+    # -- domain rules ----------------------------------------------------------------------
+    def _check(self, url: str) -> Verdict:
+        if url == "about:blank":
+            return _BLANK
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in _NET_SCHEMES:
+            return _scheme_refused(url)
+        return self.config.allow_url(url) if self.config.allow_url else _ALLOWED
+
+    def _report(self, blocked: BlockedRequest) -> None:
+        self.blocked_requests.append(blocked)
+        log.warning("blocked %s %s by %s", blocked.kind, blocked.url, _rule_text(blocked.verdict))
+        if self.config.on_block is not None:
+            self.config.on_block(blocked)
+
+    async def _on_route(self, route: Route) -> None:
+        request = route.request
+        verdict = self._check(request.url)
+        try:
+            if verdict.allowed:
+                await route.fallback()
+                return
+            nav = request.is_navigation_request()
+            self._report(BlockedRequest(request.url, verdict, nav, "navigation" if nav else "request"))
+            if nav:  # a plain page that says which rule blocked it, instead of an error
+                self._blocked[request.url] = verdict
+                await route.fulfill(
+                    status=403,
+                    content_type="text/html; charset=utf-8",
+                    body=_blocked_page(request.url, verdict),
+                )
+            else:
+                await route.abort("blockedbyclient")
+        except PlaywrightError as exc:  # the page went away while we decided
+            log.debug("route for %s: %s", request.url, exc)
+
+    async def _on_websocket(self, ws: WebSocketRoute) -> None:
+        verdict = self._check(ws.url)
+        if verdict.allowed:
+            ws.connect_to_server()  # no handlers set: messages pass through unchanged
+            return
+        self._report(BlockedRequest(ws.url, verdict, False, "websocket"))
+        await ws.close(code=1008, reason="blocked by sandloop")
+
+    async def _show_blocked(self, page: Page, url: str, verdict: Verdict) -> None:
+        self._report(BlockedRequest(url, verdict, True, "navigation"))
+        await page.goto("about:blank")
+        await page.set_content(_blocked_page(url, verdict))
+
+    async def _recheck(self, page: Page) -> str | None:
+        """After an action: is the page still somewhere the rules allow? Else replace it."""
+        url = page.url
+        if url == "about:blank" or url.startswith("chrome-error://") or url in self._blocked:
+            return None
+        verdict = self._check(url)
+        if verdict.allowed:
+            return None
+        await self._show_blocked(page, url, verdict)
+        return f"the page at {url} is not allowed ({_rule_text(verdict)}); it was replaced"
+
+    # -- actions ---------------------------------------------------------------------------
+    async def perform(self, actions: Sequence[ActionLike], *, display: Size | None = None) -> Screenshot:
+        display = display or self.viewport
+        if display[0] <= 0 or display[1] <= 0:
+            raise ValueError(f"display size must be positive, got {display}")
+        async with self._lock:
+            page, notes = await self._ensure_page()
+            try:
+                notes.extend(await self._run_all(page, actions, display))
+            except _Gone as gone:
+                notes.append(f"{gone}; the remaining actions were not run")
+                page, more = await self._ensure_page()
+                notes.extend(more)
+            shot = await self._capture_or_restart(display, notes)
+        for note in shot.notes:
+            log.info("computer action note: %s", note)
+        return shot
+
+    async def _run_all(self, page: Page, actions: Sequence[ActionLike], display: Size) -> list[str]:
+        notes: list[str] = []
+        self._nav_done.clear()
+        scale = (self.viewport[0] / display[0], self.viewport[1] / display[1])
+        for index, raw in enumerate(actions, 1):
+            try:
+                action = _parse_action(raw)
+                _check_bounds(action, display)
+                await self._do(page, action, scale)
+            except _Skip as skip:
+                notes.append(f"action {index} not run: {skip}" + _rest(index, len(actions)))
+                break
+            except PlaywrightError as exc:
+                if not await self._alive(page):
+                    raise _Gone(f"the browser died during action {index}") from exc
+                notes.append(f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions)))
+                break
+            note = await self._recheck(page)
+            if note:
+                notes.append(note)
+                break
+        if actions:
+            await self._settle(page, frame=any(_moves_content(a) for a in actions))
+            note = await self._recheck(page)
+            if note:
+                notes.append(note)
+        return notes
+
+    async def _do(self, page: Page, action: BaseModel, scale: tuple[float, float]) -> None:
+        sx, sy = scale
+        mouse = page.mouse
+        if isinstance(action, ca.Click):
+            async with self._held(page, action.keys):
+                x, y = action.x * sx, action.y * sy
+                if action.button in ("back", "forward"):
+                    # Chromium handles mouse buttons 4/5 in its window, which a headless page
+                    # has not: do what the button means, history navigation.
+                    await mouse.move(x, y)
+                    go = page.go_back if action.button == "back" else page.go_forward
+                    await go(wait_until="commit")
+                else:
+                    await mouse.click(x, y, button=_MOUSE_BUTTONS[action.button])
+        elif isinstance(action, ca.DoubleClick):
+            async with self._held(page, action.keys):
+                await mouse.dblclick(action.x * sx, action.y * sy)
+        elif isinstance(action, ca.Drag):
+            points = [(p.x * sx, p.y * sy) for p in action.path]
+            async with self._held(page, action.keys):
+                await mouse.move(*points[0])
+                await mouse.down()
+                previous = points[0]
+                for point in points[1:]:
+                    # intermediate moves, so pages that sample mousemove see the whole path
+                    steps = max(1, min(20, int(math.dist(previous, point) / 10)))
+                    await mouse.move(*point, steps=steps)
+                    previous = point
+                await mouse.up()
+        elif isinstance(action, ca.Move):
+            async with self._held(page, action.keys):
+                await mouse.move(action.x * sx, action.y * sy)
+        elif isinstance(action, ca.Scroll):
+            async with self._held(page, action.keys):
+                await mouse.move(action.x * sx, action.y * sy)
+                await mouse.wheel(action.scroll_x * sx, action.scroll_y * sy)
+        elif isinstance(action, ca.Keypress):
+            names = _chord(action.keys)
+            for name in names:
+                await page.keyboard.down(name)
+            for name in reversed(names):
+                await page.keyboard.up(name)
+        elif isinstance(action, ca.Type):
+            await page.keyboard.type(action.text)
+        elif isinstance(action, ca.Wait):
+            await asyncio.sleep(self.config.wait_s)
+        # ca.Screenshot: nothing to do, the capture follows
+
+    @asynccontextmanager
+    async def _held(self, page: Page, names: Sequence[str] | None) -> AsyncIterator[None]:
+        """Hold modifier keys for exactly the duration of one mouse action."""
+        held = _chord(names) if names else []
+        pressed: list[str] = []
+        try:
+            for name in held:
+                await page.keyboard.down(name)
+                pressed.append(name)
+            yield
+        finally:
+            for name in reversed(pressed):
+                await page.keyboard.up(name)
+
+    async def _settle(self, page: Page, *, frame: bool) -> None:
+        """Let the last action take effect, and a navigation it started land.
+
+        One round trip reads the page's navigation flag (_NAV_WATCH_JS); after a scroll or
+        drag it first waits a frame, so the capture shows where the page ended up. Clicks and
+        keys need no frame: the capture renders a fresh one anyway.
+        """
+        timeout = self.config.settle_timeout_s
+        try:
+            navigating = bool(await asyncio.wait_for(page.evaluate(_SETTLE_JS, frame), timeout))
+        except PlaywrightError as exc:
+            if not _navigated_away(exc):
+                return  # the page is gone; the capture restarts it
+            navigating = True  # the document was replaced under us: a navigation is landing
+        except TimeoutError:
+            return
+        if not navigating:
+            return
+        with suppress(TimeoutError):  # a navigation that never commits (204, download)
+            await asyncio.wait_for(self._nav_done.wait(), timeout)
+        with suppress(PlaywrightError):  # still loading: the screenshot shows how far it got
+            await page.wait_for_load_state("load", timeout=timeout * 1000)
+
+    # -- capture ---------------------------------------------------------------------------
+    async def _capture_or_restart(self, display: Size, notes: list[str]) -> Screenshot:
+        for attempt in (1, 2, 3):
+            # The page may have closed since the actions (its browser died in between).
+            page, more = await self._ensure_page()
+            notes.extend(more)
+            try:
+                return await self._capture(page, display, notes)
+            except PlaywrightError as exc:
+                if attempt == 3:
+                    raise SandboxUnavailable(f"screenshot failed: {_first_line(exc)}") from exc
+                if not await self._alive(page):
+                    notes.append("the browser died before the screenshot")
+                    continue
+                # A navigation replaced the document mid-capture: let it land, capture again.
+                with suppress(PlaywrightError):
+                    await page.wait_for_load_state("load", timeout=self.config.settle_timeout_s * 1000)
+        raise AssertionError("unreachable")
+
+    async def _capture(self, page: Page, display: Size, notes: list[str]) -> Screenshot:
+        png = await page.screenshot(type="png", style=self._redact_css, caret="hide")
+        png = await asyncio.to_thread(_fit, png, display)
+        return Screenshot(png=png, size=display, url=page.url, notes=tuple(notes))
+
+    # -- navigation ------------------------------------------------------------------------
+    async def navigate(self, url: str) -> Navigation:
+        async with self._lock:
+            page, notes = await self._ensure_page()
+            verdict = self._check(url)
+            if not verdict.allowed:
+                await self._show_blocked(page, url, verdict)
+                return await self._where(page, notes, verdict)
+            try:
+                await page.goto(url, wait_until="load")
+            except PlaywrightError as exc:
+                if not await self._alive(page):
+                    notes.append(f"the browser died while navigating to {url}")
+                    page, more = await self._ensure_page()
+                    notes.extend(more)
+                else:
+                    notes.append(f"navigation did not finish: {_first_line(exc)}")
+            return await self._where(page, notes, self._blocked.get(url))
+
+    async def back(self) -> Navigation:
+        return await self._history("back")
+
+    async def forward(self) -> Navigation:
+        return await self._history("forward")
+
+    async def _history(self, direction: Literal["back", "forward"]) -> Navigation:
+        async with self._lock:
+            page, notes = await self._ensure_page()
+            go = page.go_back if direction == "back" else page.go_forward
+            try:
+                if await go(wait_until="load") is None and page.url == "about:blank":
+                    notes.append(f"there is no page to go {direction} to")
+            except PlaywrightError as exc:
+                notes.append(f"going {direction} did not finish: {_first_line(exc)}")
+            note = await self._recheck(page)
+            if note:
+                notes.append(note)
+            return await self._where(page, notes, self._blocked.get(page.url))
+
+    async def _where(self, page: Page, notes: list[str], blocked: Verdict | None) -> Navigation:
+        try:
+            title = await page.title()
+        except PlaywrightError:
+            title = ""
+        return Navigation(url=page.url, title=title, blocked=blocked, notes=tuple(notes))
+
+    async def current_url(self) -> str:
+        async with self._lock:
+            page, _ = await self._ensure_page()
+            return page.url
+
+    async def evaluate(self, expression: str) -> Any:
+        """Run JavaScript in the shown page (for tests and diagnostics, never for the model)."""
+        async with self._lock:
+            page, _ = await self._ensure_page()
+            return await page.evaluate(expression)
+
+
+def _rest(index: int, total: int) -> str:
+    return f"; actions {index + 1}..{total} were not run either" if index < total else ""
+
+
+def _navigated_away(exc: BaseException) -> bool:
+    """Playwright's error when a navigation destroyed the document a script ran in."""
+    return "context was destroyed" in str(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _parse_action(raw: ActionLike) -> BaseModel:
+    data = raw.model_dump(exclude_none=True) if isinstance(raw, BaseModel) else dict(raw)
+    kind = data.get("type")
+    cls = _ACTIONS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise _Skip(f"unknown action type {kind!r}")
+    try:
+        action = cls.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'action'}: {err['msg']}" for err in exc.errors()
+        )
+        raise _Skip(f"malformed {kind} action ({problems})") from None
+    if isinstance(action, ca.Drag) and not action.path:
+        raise _Skip("drag action has an empty path")
+    return action
+
+
+def _points(action: BaseModel) -> list[tuple[int, int]]:
+    if isinstance(action, ca.Drag):
+        return [(p.x, p.y) for p in action.path]
+    if isinstance(action, ca.Click | ca.DoubleClick | ca.Move | ca.Scroll):
+        return [(action.x, action.y)]
+    return []
+
+
+def _moves_content(raw: ActionLike) -> bool:
+    kind = raw.get("type") if isinstance(raw, Mapping) else getattr(raw, "type", None)
+    return kind in ("scroll", "drag")
+
+
+def _check_bounds(action: BaseModel, display: Size) -> None:
+    width, height = display
+    for x, y in _points(action):
+        if not (0 <= x < width and 0 <= y < height):
+            raise _Skip(f"({x}, {y}) is outside the {width}x{height} display")
+
+
+def _chord(names: Sequence[str]) -> list[str]:
+    try:
+        return keymap.chord(names)
+    except keymap.UnknownKey as exc:
+        raise _Skip(str(exc)) from None
+
+
+def _fit(png: bytes, display: Size) -> bytes:
+    """The capture at exactly the display size (the model's coordinate space)."""
+    with Image.open(io.BytesIO(png)) as image:
+        if image.size == display:
+            return png
+        resized = image.convert("RGB").resize(display, Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    resized.save(out, format="PNG", compress_level=1)  # speed over a few % of size
+    return out.getvalue()
+
+
+# -- placements --------------------------------------------------------------------------------
+class LocalBrowser(PlaywrightBrowser):
+    """Chromium launched by Playwright on the host: for users without Docker."""
+
+    def __init__(self, config: BrowserConfig | None = None, *, executable_path: str | None = None) -> None:
+        super().__init__(config)
+        self.executable_path = executable_path
+
+    def _executable(self, pw: Playwright) -> str | None:
+        if self.executable_path:
+            return self.executable_path
+        if Path(pw.chromium.executable_path).exists():
+            return None  # Playwright's own build
+        return shutil.which("chromium") or "/usr/bin/chromium"  # Debian's
+
+    async def _launch(self, pw: Playwright) -> PWBrowser:
+        try:
+            return await pw.chromium.launch(
+                executable_path=self._executable(pw),
+                headless=True,
+                args=[*COMMON_ARGS, *self.config.extra_args],
+            )
+        except PlaywrightError as exc:
+            raise SandboxUnavailable(f"Chromium did not start: {_first_line(exc)}") from exc
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    memory: str = "2g"
+    pids: int = 512
+    shm: str = "256m"
+    ttl_s: int = 4 * 3600  # written as sandloop.expires, for the reaper
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class ContainerBrowser(PlaywrightBrowser):
+    """Chromium in a hardened container, driven over CDP from the host.
+
+    Network: the container shares the host's network namespace (``network_mode="host"``).
+    That is the one way it can reach pages served on the host's 127.0.0.1 without aiming at a
+    non-loopback address (a bridge network would need the docker0 gateway IP), and it lets
+    ``--remote-debugging-address=127.0.0.1`` keep the debugging port on loopback. The price:
+    the namespace gives no network isolation, so egress control rests entirely on Playwright
+    routing (every page request, websockets included, passes ``allow_url``) plus the flags that
+    stop Chromium's own background traffic; and any local user can reach the debugging port
+    while the session runs. Everything else is locked down: no capabilities, no privilege
+    gain, read-only root, tmpfs for /tmp and the profile, memory and pid limits, uid 1000.
+    """
+
+    def __init__(
+        self,
+        config: BrowserConfig | None = None,
+        *,
+        session_id: str | None = None,
+        limits: ContainerLimits | None = None,
+        start_timeout_s: float = 30.0,
+    ) -> None:
+        super().__init__(config)
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.limits = limits or ContainerLimits()
+        self.start_timeout_s = start_timeout_s
+        self.container_id: str | None = None
+        self._docker: Any = None
+
+    def _run_container(self, port: int) -> str:
+        import docker  # imported here so the local placement works without the docker SDK
+
+        from sandbox import images
+
+        if self._docker is None:
+            self._docker = docker.from_env()
+        image = images.ensure(self._docker, "browser")
+        command = [
+            "chromium",
+            "--headless",
+            "--no-sandbox",  # the container is the sandbox; user namespaces are not available
+            *COMMON_ARGS,
+            "--remote-debugging-address=127.0.0.1",
+            f"--remote-debugging-port={port}",
+            "--user-data-dir=/home/sandbox/profile",
+            *self.config.extra_args,
+            "about:blank",
+        ]
+        labels = {
+            "sandloop.session": self.session_id,
+            "sandloop.owner_pid": str(os.getpid()),
+            "sandloop.expires": str(int(time.time()) + self.limits.ttl_s),
+            "sandloop.kind": "browser",
+            **self.limits.labels,
+        }
+        container = self._docker.containers.run(
+            image,
+            command,
+            detach=True,
+            init=True,  # reap Chromium's helper processes
+            user="1000:1000",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={
+                "/tmp": "rw,nosuid,nodev,size=256m,mode=1777",
+                "/home/sandbox": "rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0700",
+            },
+            environment={"HOME": "/home/sandbox"},
+            network_mode="host",
+            mem_limit=self.limits.memory,
+            pids_limit=self.limits.pids,
+            shm_size=self.limits.shm,
+            labels=labels,
+            name=f"sandloop-browser-{self.session_id}-{self.restarts}",
+        )
+        return str(container.id)
+
+    def _container_state(self) -> tuple[str, str]:
+        container = self._docker.containers.get(self.container_id)
+        logs = container.logs(tail=20).decode(errors="replace") if container.status != "running" else ""
+        return str(container.status), logs
+
+    async def _launch(self, pw: Playwright) -> PWBrowser:
+        port = _free_port()
+        try:
+            self.container_id = await asyncio.to_thread(self._run_container, port)
+        except Exception as exc:  # docker SDK errors, engine down
+            raise SandboxUnavailable(f"browser container did not start: {exc}") from exc
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            try:
+                return await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}", timeout=5000)
+            except PlaywrightError as exc:
+                status, logs = await asyncio.to_thread(self._container_state)
+                if status != "running" or time.monotonic() > deadline:
+                    await self._release()
+                    raise SandboxUnavailable(
+                        f"Chromium in the container is not reachable ({status}): {logs[-500:] or exc}"
+                    ) from exc
+                await asyncio.sleep(0.1)
+
+    def _remove(self, container_id: str) -> None:
+        import docker.errors
+
+        with suppress(docker.errors.NotFound):
+            self._docker.containers.get(container_id).remove(force=True)
+
+    async def _release(self) -> None:
+        container_id, self.container_id = self.container_id, None
+        if container_id is not None:
+            await asyncio.to_thread(self._remove, container_id)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def open_browser(
+    config: BrowserConfig | None = None,
+    *,
+    placement: Literal["auto", "container", "local"] = "auto",
+    executable_path: str | None = None,
+    session_id: str | None = None,
+) -> PlaywrightBrowser:
+    """A browser in the requested placement; ``auto`` picks the container where Docker runs."""
+    if placement == "auto":
+        placement = "container" if docker_available() else "local"
+    if placement == "container":
+        return ContainerBrowser(config, session_id=session_id)
+    return LocalBrowser(config, executable_path=executable_path)
