@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -24,12 +22,21 @@ from typing import Any
 import openai
 from rich.console import Console
 
+from executor import testing
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
 from executor.audit import DEFAULT_LOG, RequestLog
 from executor.dispatch import Toolbox
+from executor.handlers import computer
 from executor.handlers.function import ToolSchemaError
 from executor.loop import Budgets, ExitCode, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
+from executor.sandbox_config import docker_config, shell_limits
+from executor.testing.cassette import Cassette
+from policies import cli as policies_cli
+from sandbox import cli as sandbox_cli
+from sandbox.browser import BrowserConfig, open_browser
+from sandbox.docker import DockerSession
+from sandbox.patch import cli as patch_cli
 
 __all__ = ["EPILOG", "RunOptions", "build_parser", "main", "open_toolbox", "run_task"]
 
@@ -52,12 +59,6 @@ DEFAULT_INSTRUCTIONS = (
     "shell tool to inspect and test, apply_patch to edit files, and the browser tools when a "
     "web page is involved. Finish with a short answer that says what you changed and why."
 )
-
-
-def _optional(module: str) -> Any:
-    if importlib.util.find_spec(module) is None:
-        return None
-    return importlib.import_module(module)
 
 
 @dataclass
@@ -127,9 +128,6 @@ class Progress:
 
 def _safety_callback(mode: str, approvals: Approvals) -> Any:
     """policy browser.safety_checks → the computer handler's pending-safety-check callback."""
-    computer = _optional("executor.handlers.computer")
-    if computer is None:
-        return None
     if mode == "acknowledge":
         return computer.acknowledge_all
     if mode == "ask":
@@ -174,24 +172,11 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     toolbox = Toolbox(gate=PolicyGate(engine, approvals, AuditLog(log_dir / "audit.jsonl"),
                                       on_event=on_event),
                       patch_read_only_globs=tuple(policy.files.read_only))
-    shell_mod = _optional("executor.handlers.shell")
-    if shell_mod is not None:
-        toolbox.shell_limits = shell_mod.ShellLimits(
-            default_timeout_ms=policy.shell.default_timeout_ms,
-            max_timeout_ms=policy.shell.max_timeout_ms,
-            max_output_bytes=policy.shell.output_cap_bytes)
+    toolbox.shell_limits = shell_limits(policy)
     async with contextlib.AsyncExitStack() as stack:
-        from sandbox.docker import DockerConfig, DockerSession
-
-        res = policy.shell.resources
-        config = DockerConfig(memory=res.memory, cpus=res.cpus, pids_limit=res.pids,
-                              env=dict(policy.shell.env))
-        toolbox.session = await DockerSession.create(opts.repo.resolve(), config)
+        toolbox.session = await DockerSession.create(opts.repo.resolve(), docker_config(policy))
         stack.push_async_callback(toolbox.session.close)
-        computer = _optional("executor.handlers.computer")
-        if opts.browser != "off" and computer is not None:
-            from sandbox.browser import BrowserConfig, open_browser
-
+        if opts.browser != "off":
             browser = open_browser(
                 BrowserConfig(allow_url=engine.url,
                               redact_selectors=tuple(policy.browser.redact_selectors)),
@@ -215,10 +200,7 @@ async def run_task(opts: RunOptions, console: Console) -> RunResult:
     observers = []
     recorder = None
     if opts.record is not None:
-        cassette = _optional("executor.testing.cassette")
-        if cassette is None:
-            raise SystemExit("sandloop: --record is not enabled (executor.testing is missing)")
-        recorder = cassette.Cassette.recorder(opts.record)
+        recorder = Cassette.recorder(opts.record)
         observers.append(lambda body, resp: recorder.record(
             body, resp.model_dump(mode="json", exclude_unset=True)))
     config = LoopConfig(model=opts.model, instructions=opts.instructions,
@@ -293,10 +275,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Serve the cassette's responses from the fake server, run the real tools again, and
     report every call whose output differs from the recording (exit 0: none differ)."""
     console = Console(stderr=True)
-    testing = _optional("executor.testing")
-    if testing is None:
-        console.print("sandloop replay: not enabled in this build (executor.testing is missing)")
-        return int(ExitCode.ERROR)
     cassette = testing.Cassette.load(args.file)
     if not cassette.requests:
         console.print(f"sandloop replay: {args.file} holds no exchanges")
@@ -357,11 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--browser", choices=("container", "local", "off"), default="off")
     p.add_argument("--log", default=str(DEFAULT_LOG))
     p.set_defaults(func=cmd_replay)
-    # The other parts' commands; imported only when present until they all land.
-    for name in ("sandbox.cli", "policies.cli", "sandbox.patch.cli"):
-        module = _optional(name)
-        if module is not None:
-            module.register(sub)
+    # The other parts' commands.
+    for module in (sandbox_cli, policies_cli, patch_cli):
+        module.register(sub)
     return parser
 
 

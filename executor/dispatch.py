@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import json
 import posixpath
 import re
@@ -34,28 +32,26 @@ from executor.handlers import (
     echo_caller,
     error_output,
 )
+from executor.handlers import apply_patch as patch_handlers
+from executor.handlers import computer as computer_handlers
 from executor.handlers.function import (
     AsyncTasks,
     FunctionTools,
     handle_custom_tool_call,
     handle_function_call,
 )
+from executor.handlers.local_shell import handle_local_shell_call
 from executor.handlers.mcp_approval import handle_mcp_approval_request
+from executor.handlers.shell import ShellLimits, handle_shell_call
 from executor.handlers.tool_search import ToolCatalog, handle_tool_search_call
+from policies.decision import Decision, Verdict
 from sandbox.base import Session
-from sandbox.errors import SandboxTimeout, describe
+from sandbox.errors import NotEnabled, SandboxTimeout, describe
 
 __all__ = ["CallRecord", "DispatchResult", "Dispatcher", "EventSink", "Toolbox", "is_actionable"]
 
 #: progress events: (kind, fields) — "call_start", "call_end", "decision", …
 EventSink = Callable[[str, dict[str, Any]], None]
-
-
-def _optional(module: str) -> Any:
-    """A sibling module another developer owns, or None until it exists."""
-    if importlib.util.find_spec(module) is None:
-        return None
-    return importlib.import_module(module)
 
 
 @dataclass
@@ -90,9 +86,7 @@ class Toolbox:
             if self.patch_tool == "native":
                 params.append({"type": "apply_patch"})
             elif self.patch_tool == "custom":
-                patch = _optional("executor.handlers.apply_patch")
-                if patch is not None:
-                    params.append(dict(patch.APPLY_PATCH_CUSTOM_TOOL))
+                params.append(dict(patch_handlers.APPLY_PATCH_CUSTOM_TOOL))
         if self.browser is not None:
             params.append({"type": "computer"})
         if self.catalog is not None:
@@ -187,10 +181,6 @@ def _file_key(path: str) -> tuple[str, ...]:
     return ("file", posixpath.normpath(path.strip()))
 
 
-class _NotEnabled(Exception):
-    """A call type this run has no back-end for."""
-
-
 class Dispatcher:
     """Runs the actionable items of one response; owns the per-resource locks."""
 
@@ -198,7 +188,6 @@ class Dispatcher:
         self.toolbox = toolbox
         self.on_event = on_event or (lambda kind, data: None)
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
-        self._computer = _optional("executor.handlers.computer")
 
     # -- routing ------------------------------------------------------------------------
 
@@ -234,7 +223,7 @@ class Dispatcher:
             return lambda: handle_mcp_approval_request(item, tb.gate)
         if kind == "tool_search_call":
             if tb.catalog is None:
-                raise _NotEnabled("client tool search is not enabled in this run (no catalog)")
+                raise NotEnabled("client tool search is not enabled in this run (no catalog)")
             catalog = tb.catalog
             return lambda: handle_tool_search_call(item, catalog)
         if kind in ("shell_call", "local_shell_call"):
@@ -243,58 +232,53 @@ class Dispatcher:
             return self._patch(model)
         if kind == "computer_call":
             return self._computer_call(model)
-        raise _NotEnabled(f"{kind} is not supported")
+        raise NotEnabled(f"{kind} is not supported")
 
     def _shell(self, item: dict[str, Any], kind: str) -> Callable[[], Awaitable[Output]]:
         tb = self.toolbox
-        name = "shell" if kind == "shell_call" else "local_shell"
-        module = _optional(f"executor.handlers.{name}")
-        if module is None or tb.session is None or tb.gate is None:
-            raise _NotEnabled(f"{kind} is not enabled in this run (no sandbox session)")
-        handler = getattr(module, f"handle_{kind}")
-        limits = tb.shell_limits if tb.shell_limits is not None else module.ShellLimits()
+        if tb.session is None or tb.gate is None:
+            raise NotEnabled(f"{kind} is not enabled in this run (no sandbox session)")
+        limits = tb.shell_limits if tb.shell_limits is not None else ShellLimits()
         session, gate = tb.session, tb.gate
         if kind == "local_shell_call":
-            return lambda: handler(item, session, gate, limits=limits,
-                                   id_field=tb.local_shell_id_field)
-        return lambda: handler(item, session, gate, limits=limits)
+            return lambda: handle_local_shell_call(item, session, gate, limits=limits,
+                                                   id_field=tb.local_shell_id_field)
+        return lambda: handle_shell_call(item, session, gate, limits=limits)
 
-    def _patch_allow(self, call_id: str) -> Callable[..., Awaitable[Any]]:
+    def _patch_allow(self, call_id: str) -> Callable[..., Awaitable[Verdict]]:
         gate = self.toolbox.gate
 
-        async def allow(path: str, kind: Any) -> Any:
-            if gate is None:
-                raise _NotEnabled("file changes are not enabled in this run (no policy gate)")
+        async def allow(path: str, kind: Any) -> Verdict:
+            if gate is None:  # no policy, no writes: refusing is the only safe answer
+                return Verdict(Decision.DENY, "file changes need a policy gate, and this run has none")
             return await gate.patch(path, kind, call_id=call_id)
 
         return allow
 
     def _patch(self, model: Any) -> Callable[[], Awaitable[Output]]:
         tb = self.toolbox
-        module = _optional("executor.handlers.apply_patch")
-        if module is None or tb.session is None or tb.patch_tool == "off":
-            raise _NotEnabled("apply_patch is not enabled in this run")
+        if tb.session is None or tb.patch_tool == "off":
+            raise NotEnabled("apply_patch is not enabled in this run")
         session = tb.session
-        return lambda: module.handle_apply_patch_call(
+        return lambda: patch_handlers.handle_apply_patch_call(  # type: ignore[return-value]
             model, session, allow=self._patch_allow(model.call_id),
             read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
 
     def _custom_patch(self, model: Any) -> Awaitable[Output]:
         tb = self.toolbox
-        module = _optional("executor.handlers.apply_patch")
-        if module is None or tb.session is None:
-            raise _NotEnabled("the apply_patch custom tool is not enabled in this run")
-        result: Awaitable[Output] = module.handle_apply_patch_custom_call(
+        if tb.session is None:
+            raise NotEnabled("the apply_patch custom tool is not enabled in this run")
+        result: Awaitable[Output] = patch_handlers.handle_apply_patch_custom_call(  # type: ignore[assignment]
             model, tb.session, allow=self._patch_allow(model.call_id),
             read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
         return result
 
     def _computer_call(self, model: Any) -> Callable[[], Awaitable[Output]]:
         tb = self.toolbox
-        if self._computer is None or tb.browser is None:
-            raise _NotEnabled("computer use is not enabled in this run (no browser)")
-        module, browser = self._computer, tb.browser
-        return lambda: module.handle_computer_call(
+        if tb.browser is None:
+            raise NotEnabled("computer use is not enabled in this run (no browser)")
+        browser = tb.browser
+        return lambda: computer_handlers.handle_computer_call(
             model, browser, safety=tb.computer_safety, display=tb.computer_display)
 
     # -- running ------------------------------------------------------------------------
@@ -309,8 +293,7 @@ class Dispatcher:
         return output.get(key) == call_id_of(item)
 
     def _is_safety_refusal(self, exc: BaseException) -> bool:
-        refused = getattr(self._computer, "SafetyCheckRefused", None)
-        return refused is not None and isinstance(exc, refused)
+        return isinstance(exc, computer_handlers.SafetyCheckRefused)
 
     async def _one(self, model: Any, item: dict[str, Any], record: CallRecord,
                    stop: list[str], deadline: float) -> Output | None:
@@ -320,7 +303,7 @@ class Dispatcher:
         output: Output | None
         try:
             if item.get("status", "completed") != "completed":
-                raise _NotEnabled(f"not executed: the call is {item.get('status')}")
+                raise NotEnabled(f"not executed: the call is {item.get('status')}")
             run = self._route(model, item)
             if item["type"] in ("function_call", "custom_tool_call") and item.get("async"):
                 self.toolbox.tasks.start(item, run)
@@ -343,8 +326,6 @@ class Dispatcher:
                 else:
                     assert output is not None
                     output = echo_caller(item, output)
-        except _NotEnabled as exc:
-            output = error_output(item, f"not enabled: {exc}")
         except Exception as exc:
             if self._is_safety_refusal(exc):
                 stop.append(describe(exc))

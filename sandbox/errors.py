@@ -2,6 +2,7 @@
 
     SandloopError
     ├── ConfigError             a configuration or policy file is invalid (names file and line)
+    ├── NotEnabled              the run has no back-end for this kind of call
     ├── PolicyDenied            a policy rule refused the action
     ├── SandboxError            something went wrong where things run
     │   ├── SandboxTimeout      a call ran past its deadline
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "ContextNotFound",
     "FileMissing",
+    "NotEnabled",
     "PatchError",
     "PatchParseError",
     "PathRefused",
@@ -43,6 +45,10 @@ class SandloopError(Exception):
 
 class ConfigError(SandloopError):
     """A configuration or policy file is invalid; the message names the file and the line."""
+
+
+class NotEnabled(SandloopError):
+    """This run has no back-end for the call (no session, no browser, no catalog …)."""
 
 
 class PolicyDenied(SandloopError):
@@ -91,6 +97,7 @@ class BinaryFile(PatchError):
 
 _PREFIX: dict[type[BaseException], str] = {
     ConfigError: "invalid configuration",
+    NotEnabled: "not enabled",
     PolicyDenied: "denied by policy",
     SandboxTimeout: "timed out",
     SandboxUnavailable: "sandbox unavailable",
