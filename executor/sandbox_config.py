@@ -45,5 +45,7 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         pids_limit=shell.resources.pids,
         runtime=shell.runtime,
         env=dict(shell.env),
+        # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
+        network_allow=None if shell.network == "none" else tuple(shell.network),
         limits=limits,
     )

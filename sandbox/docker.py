@@ -25,7 +25,7 @@ import struct
 import tarfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from . import images
+from . import egress, images
 from .base import SessionLimits
 from .errors import SandboxUnavailable
 from .protocol import HelperSession, RunnerClient
@@ -53,7 +53,10 @@ LABEL = "sandloop.session"
 class DockerConfig:
     image: str | None = None  # None: the shell image for this package version
     read_only_workspace: bool = False
-    network: str = "none"  # "none", or a Docker network name when a policy opens it
+    network: str = "none"  # "none", or a Docker network name
+    #: Domains the session may reach (a policy's ``[shell] network`` list). Not None: the
+    #: container joins an internal network whose only way out is an allow-list proxy.
+    network_allow: tuple[str, ...] | None = None
     memory: str = "1g"
     cpus: float = 1.0
     pids_limit: int = 256
@@ -147,17 +150,16 @@ def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple
             if "already in progress" not in str(exc):
                 raise
         removed.append((name, reason))
-    return removed
+    return removed + egress.reap_networks(client, everything=everything)
 
 
-def _helper_archive() -> bytes:
+def script_archive(script: Path) -> bytes:
+    """A tar holding one read-only script, for ``put_archive`` into a container's helper volume."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = RUNNER.read_bytes()
-        info = tarfile.TarInfo("runner.py")
-        info.size = len(data)
-        info.mode = 0o444
-        info.mtime = int(time.time())
+        data = script.read_bytes()
+        info = tarfile.TarInfo(script.name)
+        info.size, info.mode, info.mtime = len(data), 0o444, int(time.time())
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -220,6 +222,7 @@ class DockerSession(HelperSession):
         self._sock: socket.socket | None = None
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self.egress: egress.EgressHandle | None = None
 
     @classmethod
     async def create(
@@ -241,8 +244,24 @@ class DockerSession(HelperSession):
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine answers: {exc}") from exc
         session = cls(client, workspace, config or DockerConfig())
-        await session._client()
+        try:
+            if session.config.network_allow is not None:
+                await session._attach_egress(list(session.config.network_allow))
+            await session._client()
+        except BaseException:
+            await session.close()  # a failed start leaves no proxy or network behind
+            raise
         return session
+
+    async def _attach_egress(self, allow: list[str]) -> None:
+        cfg = self.config
+        self.egress = await egress.attach_egress(
+            self.client, allow, session_id=self.session_id,
+            labels=_owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
+        )
+        # The proxy's variables win over the policy's: they are the only way out.
+        self.config = replace(cfg, network=self.egress.network)
+        self.base_env = {**self.base_env, **self.egress.env}
 
     # --- container life ------------------------------------------------------------------
 
@@ -267,6 +286,8 @@ class DockerSession(HelperSession):
             network_mode=cfg.network,
             auto_remove=True,
             runtime=cfg.runtime,
+            # On an internal network nothing outside resolves: fail lookups at once, not after 10 s.
+            dns_opt=None if cfg.network == "none" else ["timeout:1", "attempts:1"],
         )
         created = api.create_container(
             self.image,
@@ -297,7 +318,7 @@ class DockerSession(HelperSession):
             raise SandboxUnavailable(f"cannot create the sandbox container: {exc.explanation or exc}") from exc
         self.container = container
         try:
-            container.put_archive(HELPER_DIR, _helper_archive())
+            container.put_archive(HELPER_DIR, script_archive(RUNNER))
             raw = self.client.api.attach_socket(
                 container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
@@ -406,6 +427,8 @@ class DockerSession(HelperSession):
         self._closed = True
         async with self._start_lock:
             await asyncio.to_thread(self._teardown)
+        if self.egress is not None:
+            await self.egress.close()
 
     # --- facts for doctor and tests --------------------------------------------------------
 

@@ -22,3 +22,13 @@ def test_default_policy_limits_reach_the_container_config() -> None:
 def test_strict_policy_mounts_the_workspace_read_only() -> None:
     assert docker_config(load_policy("strict").policy).read_only_workspace
     assert not docker_config(load_policy("strict").policy, read_only=False).read_only_workspace
+
+
+def test_a_network_allow_list_becomes_an_egress_allow_list(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    policy_file = tmp_path / "p.toml"
+    policy_file.write_text(
+        'version = 1\nextends = ["default"]\n\n[shell]\nnetwork = ["pkgs.example.test", "*.mirror.example.test"]\n'
+    )
+    cfg = docker_config(load_policy(policy_file).policy)
+    assert cfg.network_allow == ("pkgs.example.test", "*.mirror.example.test")
+    assert docker_config(load_policy("default").policy).network_allow is None

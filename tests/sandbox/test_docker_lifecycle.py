@@ -154,3 +154,21 @@ async def test_policy_environment_reaches_every_command(docker_client, user_work
     async with await DockerSession.create(user_workspace, config, client=docker_client) as s:
         r = await s.run('echo "$FROM_POLICY $BOTH"', env={"BOTH": "call"})
         assert r.stdout.text == "yes call\n"
+
+
+async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_client, user_workspace: Path) -> None:
+    probe = (
+        "import urllib.request, urllib.error\n"
+        "try:\n    urllib.request.urlopen('http://blocked.test/', timeout=20)\n"
+        "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n"
+    )
+    (user_workspace / "probe.py").write_text(probe)
+    config = DockerConfig(network_allow=("allowed.test",))
+    async with await DockerSession.create(user_workspace, config, client=docker_client) as s:
+        assert s.egress is not None and s.config.network == s.egress.network
+        r = await s.run("ls /sys/class/net; echo $HTTPS_PROXY; python3 probe.py", timeout_s=60)
+        lines = r.stdout.text.splitlines()
+        assert lines[:2] == ["eth0", "lo"] and lines[2].startswith("http://")
+        assert lines[3].startswith("403") and "blocked.test matches none of: allowed.test" in r.stdout.text
+        network = s.egress.network
+    assert docker_client.api.networks(names=[network]) == []

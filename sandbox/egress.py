@@ -1,0 +1,297 @@
+"""Enforcing ``[shell] network = [...]``: an internal network and an allow-list proxy per session.
+
+The sandbox joins an ``--internal`` Docker network (nothing is forwarded off it, and the bridge
+has no host address: ``inhibit_ipv4``) whose embedded DNS answers only for containers on it (the
+proxy's own name; nothing outside), so nothing leaves except through the one other member: a
+proxy container (``egress_proxy.py`` in the shell image) that is also on the default bridge and
+forwards only to listed hosts. Commands find it through ``HTTP(S)_PROXY``; a program that ignores
+those variables simply has no network, so the list is enforced, not hinted.
+
+Per session rather than one proxy per host, because:
+
+* sandboxes never share a network, so one session cannot reach another's servers;
+* the proxy needs no map from source address to policy: it holds one allow-list;
+* life-cycle matches the sandbox's: the proxy is attached like the helper (it exits when our
+  stream closes) and carries the same labels, so ``reap`` and :func:`reap_networks` clean up
+  after a dead owner.
+
+The cost is a small container and one engine address pool per session (Docker's default
+pools allow about 30 bridge networks; hosts with more concurrent sessions set
+``default-address-pools`` in daemon.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import Mount
+from docker.utils.socket import frames_iter
+
+from . import docker as backend  # a module, not names: docker.py may import this module at its top
+from . import images
+from .errors import SandboxUnavailable
+
+__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "reap_networks"]
+
+log = logging.getLogger("sandloop.egress")
+
+PROXY_SCRIPT = Path(__file__).with_name("egress_proxy.py")
+PROXY_PORT = 3128
+PROXY_USER = "65534:65534"  # nobody: the proxy owns no files and needs no privilege
+ROLE_LABEL = "sandloop.role"
+READY_TIMEOUT_S = 60.0
+NETWORK_OPTIONS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
+
+
+@dataclass(frozen=True)
+class EgressDecision:
+    """One allow/refuse decision the proxy made, as it logged it."""
+
+    allowed: bool
+    method: str
+    target: str
+    rule: str
+    reason: str
+    client: str = ""
+
+
+def _log_decision(decision: EgressDecision) -> None:
+    verb = "allowed" if decision.allowed else "refused"
+    log.info("egress %s: %s %s (%s: %s)", verb, decision.method, decision.target, decision.rule, decision.reason)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class EgressProxy:
+    """The internal network and the proxy container of one session. Blocking; call in a thread."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        allow: list[str],
+        *,
+        session_id: str,
+        labels: Mapping[str, str],
+        on_decision: Callable[[EgressDecision], None] = _log_decision,
+        image: str | None = None,
+    ) -> None:
+        self.client = client
+        self.allow = list(allow)
+        self.session_id = session_id
+        self.labels = {**labels, backend.LABEL: session_id}
+        self.on_decision = on_decision
+        self.image = image or images.image_name("shell")
+        self.network = f"sandloop-egress-{session_id}"
+        self.container_name = f"sandloop-egress-{session_id}"
+        self.container_id: str | None = None
+        self.address: str | None = None  # the proxy's IP on the internal network
+        self._sock: socket.socket | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        # An address, not a name: the sandbox's DNS is meant to answer nothing useful.
+        url = f"http://{self.address}:{PROXY_PORT}"
+        return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+                "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+
+    def start(self) -> None:
+        api = self.client.api
+        try:
+            # internal: nothing is forwarded off the bridge. inhibit_ipv4: the host gets no address
+            # on it either; otherwise the sandbox could reach every host service bound to 0.0.0.0
+            # through the gateway address (the host's INPUT chain is not Docker's to filter).
+            api.create_network(self.network, driver="bridge", internal=True, options=NETWORK_OPTIONS,
+                               labels={**self.labels, ROLE_LABEL: "egress-network"})
+            self._start_proxy()
+        except docker.errors.ImageNotFound:
+            self.stop()
+            raise SandboxUnavailable(f"image {self.image} is not there: run scripts/bootstrap") from None
+        except (docker.errors.APIError, OSError, EOFError) as exc:
+            self.stop()
+            text = str(getattr(exc, "explanation", None) or exc)
+            if "address pool" in text or "non-overlapping" in text:
+                text += " (the engine is out of address pools: raise default-address-pools in daemon.json)"
+            raise SandboxUnavailable(f"cannot start the egress proxy: {text}") from exc
+
+    def _start_proxy(self) -> None:
+        api = self.client.api
+        host_config = api.create_host_config(
+            init=True,
+            read_only=True,
+            mounts=[Mount(backend.HELPER_DIR, None, type="volume")],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=128,  # one thread per connection: this caps concurrent connections too
+            mem_limit="64m",
+            memswap_limit="64m",
+            nano_cpus=int(0.5e9),
+            network_mode=self.network,
+        )
+        subnets = [c["Subnet"] for c in api.inspect_network(self.network)["IPAM"]["Config"]]
+        command = ["python3", "-u", f"{backend.HELPER_DIR}/{PROXY_SCRIPT.name}", "--port", str(PROXY_PORT)]
+        command += [arg for subnet in subnets for arg in ("--client", subnet)]
+        for entry in self.allow:
+            command += ["--allow", entry]
+        created = api.create_container(
+            self.image,
+            command=command,
+            name=self.container_name,
+            user=PROXY_USER,
+            stdin_open=True,
+            detach=False,  # StdinOnce: the proxy sees EOF, and exits, when our stream closes
+            tty=False,
+            environment={"PYTHONDONTWRITEBYTECODE": "1"},
+            labels={**self.labels, ROLE_LABEL: "egress-proxy"},
+            hostname="egress",
+            host_config=host_config,
+            networking_config=api.create_networking_config({self.network: api.create_endpoint_config()}),
+        )
+        self.container_id = created["Id"]
+        # The second leg: the default bridge is the proxy's way out (internal networks have none).
+        api.connect_container_to_network(self.container_id, "bridge")
+        api.put_archive(self.container_id, backend.HELPER_DIR, backend.script_archive(PROXY_SCRIPT))
+        raw = api.attach_socket(self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock = sock
+        sock.settimeout(None)
+        api.start(self.container_id)
+        # The SDK's frame reader polls without a timeout, so a watchdog ends a start that hangs.
+        watchdog = threading.Timer(READY_TIMEOUT_S, lambda: _shutdown(sock))
+        watchdog.start()
+        lines = self._lines(sock)
+        try:
+            first = next(lines, None)
+        finally:
+            watchdog.cancel()
+        if first is None or first.get("event") != "ready":
+            raise EOFError(f"the proxy did not start (it said {first!r})")
+        networks = api.inspect_container(self.container_id)["NetworkSettings"]["Networks"]
+        self.address = networks[self.network]["IPAddress"]
+        self._reader = threading.Thread(target=self._read_decisions, args=(lines,), daemon=True,
+                                        name=f"egress-{self.session_id}")
+        self._reader.start()
+
+    def _lines(self, sock: socket.socket) -> Iterator[dict[str, Any]]:
+        """JSON events from the proxy's stdout; stderr (tracebacks) goes to the log."""
+        buf = b""
+        for stream, data in frames_iter(sock, tty=False):
+            if stream == 2:
+                log.warning("egress proxy stderr: %s", data.decode(errors="replace").rstrip())
+                continue
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    event = None
+                if isinstance(event, dict):
+                    yield event
+                else:
+                    log.warning("egress proxy said: %r", line)
+
+    def _read_decisions(self, lines: Iterator[dict[str, Any]]) -> None:
+        try:
+            for event in lines:
+                if event.get("event") != "decision":
+                    continue
+                fields = {k: event.get(k, "") for k in ("method", "target", "rule", "reason", "client")}
+                decision = EgressDecision(allowed=bool(event.get("allowed")), **{k: str(v) for k, v in fields.items()})
+                try:
+                    self.on_decision(decision)
+                except Exception:  # a faulty callback must not stop the log of later decisions
+                    log.exception("egress decision callback failed")
+        except OSError:
+            pass  # our socket was closed: the session is ending
+
+    def stop(self) -> None:
+        """Remove the proxy and the network (anything still attached is disconnected first)."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            _shutdown(sock)  # the proxy sees EOF; our reader sees the end of the stream
+        api = self.client.api
+        if self.container_id is not None:
+            with contextlib.suppress(docker.errors.NotFound):
+                api.remove_container(self.container_id, force=True, v=True)
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if sock is not None:
+            # Only now: closing while the reader still polls would let it poll a reused fd number.
+            sock.close()
+        try:
+            info = api.inspect_network(self.network)
+        except docker.errors.NotFound:
+            return
+        for endpoint in (info.get("Containers") or {}):
+            with contextlib.suppress(docker.errors.APIError):
+                api.disconnect_container_from_network(endpoint, self.network, force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_network(self.network)
+
+
+@dataclass
+class EgressHandle:
+    """What a session needs: the network to join, the environment for commands, and close()."""
+
+    network: str
+    env: dict[str, str]
+    proxy: EgressProxy = field(repr=False)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.proxy.stop)
+
+
+async def attach_egress(
+    client: docker.DockerClient,
+    allow: list[str],
+    *,
+    session_id: str,
+    labels: dict[str, str],
+    on_decision: Callable[[EgressDecision], None] = _log_decision,
+) -> EgressHandle:
+    """Create the session's internal network and proxy; raises SandboxUnavailable if it cannot.
+
+    ``labels`` are the session's owner labels (as on its containers), so the reapers know when the
+    owner is gone. ``on_decision`` is called, from a background thread, for every request.
+    """
+    proxy = EgressProxy(client, allow, session_id=session_id, labels=labels, on_decision=on_decision)
+    await asyncio.to_thread(proxy.start)
+    return EgressHandle(network=proxy.network, env=proxy.env, proxy=proxy)
+
+
+def reap_networks(client: docker.DockerClient, *, everything: bool = False) -> list[tuple[str, str]]:
+    """Remove sandloop networks whose owner is dead or whose expiry passed (or all of them).
+
+    Call it after ``reap``: a network still has the dead owner's containers attached until then.
+    Returns (network name, reason) for each one removed.
+    """
+    removed = []
+    for row in client.api.networks(filters={"label": backend.LABEL}):
+        labels = row.get("Labels") or {}
+        reason = "gc --all" if everything else backend.stale_reason(labels, "")
+        if reason is None:
+            continue
+        try:
+            client.api.remove_network(row["Id"])
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            log.warning("could not remove network %s: %s", row.get("Name"), exc.explanation or exc)
+            continue
+        removed.append((str(row.get("Name")), reason))
+    return removed
