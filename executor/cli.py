@@ -185,6 +185,8 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
             await browser.start()
             toolbox.browser = browser
             toolbox.computer_safety = _safety_callback(policy.browser.safety_checks, approvals)
+            if opts.model.startswith("computer-use-preview"):
+                toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
             toolbox.functions.extend(computer.navigation_tools(browser))
         yield Runtime(toolbox, budgets_from(policy, opts.budgets))
 
@@ -204,7 +206,9 @@ async def run_task(opts: RunOptions, console: Console) -> RunResult:
         observers.append(lambda body, resp: recorder.record(
             body, resp.model_dump(mode="json", exclude_unset=True)))
     config = LoopConfig(model=opts.model, instructions=opts.instructions,
-                        stateless=opts.stateless)
+                        stateless=opts.stateless,
+                        # the preview computer tool requires it (protocol.md A.6)
+                        extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview") else {})
     try:
         async with open_toolbox(opts, progress, opts.log.parent) as runtime:
             config.budgets = runtime.budgets

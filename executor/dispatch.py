@@ -73,7 +73,8 @@ class Toolbox:
     patch_read_only_globs: Sequence[str] = ()
     patch_dry_run: bool = False
     computer_safety: Any = None  # pending-safety-check callback handed to the computer handler
-    computer_display: Any = None
+    #: (width, height) to offer the preview computer tool instead of the GA one
+    computer_display: tuple[int, int] | None = None
     call_timeout_s: float = 600.0
     tasks: AsyncTasks = field(default_factory=AsyncTasks)
 
@@ -88,7 +89,14 @@ class Toolbox:
             elif self.patch_tool == "custom":
                 params.append(dict(patch_handlers.APPLY_PATCH_CUSTOM_TOOL))
         if self.browser is not None:
-            params.append({"type": "computer"})
+            if self.computer_display is not None:
+                # The preview tool (computer-use-preview models) declares its display; the GA
+                # tool declares nothing and gets screenshots at the browser's viewport.
+                width, height = self.computer_display
+                params.append({"type": "computer_use_preview", "display_width": width,
+                               "display_height": height, "environment": "browser"})
+            else:
+                params.append({"type": "computer"})
         if self.catalog is not None:
             params.append(self.catalog.tool_param())
         params.extend(self.hosted_tools)

@@ -206,3 +206,34 @@ async def test_safety_check_acknowledged_through_the_approvals_callback(tmp_path
     (out,) = run.outputs(1)
     assert out["acknowledged_safety_checks"] == [check]
     assert [(r.kind, r.details["check_id"]) for r in asked] == [("safety_check", "cu_sc_2")]
+
+
+@pytest.mark.browser
+async def test_preview_computer_tool_declares_its_display_and_gets_it(tmp_path: Path) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    from executor.handlers.computer import acknowledge_all
+    from executor.testing import computer_call
+    from sandbox.browser import LocalBrowser
+
+    browser = LocalBrowser()  # viewport 1280×800; the preview tool declares half of it
+    try:
+        await browser.start()
+        item = computer_call([])
+        del item["actions"]
+        item["action"] = {"type": "screenshot"}  # the preview tool's single action
+        run = await run_loop([[item], [message("seen")]],
+                             Toolbox(browser=browser, computer_display=(640, 400),
+                                     computer_safety=acknowledge_all))
+    finally:
+        await browser.close()
+    (tool,) = run.requests[0]["tools"]
+    assert tool == {"type": "computer_use_preview", "display_width": 640, "display_height": 400,
+                    "environment": "browser"}
+    (out,) = run.outputs(1)
+    png = base64.b64decode(out["output"]["image_url"].split(",", 1)[1])
+    assert Image.open(io.BytesIO(png)).size == (640, 400)
+    assert "detail" not in out["output"]  # "original" is the GA tool's extra field
