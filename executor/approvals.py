@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.prompt import Confirm
 
 from policies.decision import Verdict
@@ -92,8 +93,11 @@ class TerminalPrompt:
             return await DenyAll()(request)
         async with self._lock:
             why = request.verdict.justification if request.verdict is not None else ""
-            self.console.print(f"[bold yellow]approval needed[/] ({request.kind}) "
-                               f"[cyan]{request.subject}[/]" + (f"\n  rule: {why}" if why else ""))
+            # Everything after the label comes from the model or the policy: never markup, so a
+            # command cannot hide part of itself from the person approving it.
+            self.console.print(f"[bold yellow]approval needed[/] ({escape(request.kind)}) "
+                               f"[cyan]{escape(request.subject)}[/]"
+                               + (f"\n  rule: {escape(why)}" if why else ""))
             ok = await asyncio.to_thread(Confirm.ask, "Allow?", console=self.console,
                                          default=False)
         return ApprovalAnswer(ok, "approved at the terminal" if ok else "denied at the terminal")

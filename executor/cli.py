@@ -21,6 +21,7 @@ from typing import Any
 
 import openai
 from rich.console import Console
+from rich.markup import escape
 
 from executor import testing
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
@@ -105,16 +106,15 @@ class Progress:
             c.print(f"  [dim]response {data['status']} in {data['request_s'] * 1000:.0f} ms, "
                     f"{u.total_tokens} tokens[/]")
         elif kind == "call_start":
-            c.print(f"  → {data['type']} [cyan]{data['summary']}[/]", markup=True,
-                    highlight=False)
+            c.print(f"  → {data['type']} [cyan]{escape(data['summary'])}[/]", highlight=False)
         elif kind == "decision":
             colour = "green" if data["decision"] == "allow" else "red"
             c.print(f"    policy [{colour}]{data['decision']}[/] {data['what']} "
-                    f"[dim]{data['subject'][:80]} ({data.get('rule_id') or 'default'})[/]",
+                    f"[dim]{escape(data['subject'][:80])} ({escape(data.get('rule_id') or 'default')})[/]",
                     highlight=False)
         elif kind == "call_end":
             mark = "[green]✓[/]" if data["ok"] else "[red]✗[/]"
-            c.print(f"  {mark} {data['type']} {data['outcome'][:100]} "
+            c.print(f"  {mark} {data['type']} {escape(data['outcome'][:100])} "
                     f"[dim]({data['duration_s']:.2f} s)[/]", highlight=False)
         elif kind == "retry":
             c.print(f"  [yellow]incomplete: retrying with max_output_tokens="
@@ -123,7 +123,7 @@ class Progress:
             c.print(f"  [dim]waiting for background calls {data['pending']}[/]")
         elif kind == "stop":
             c.print(f"[bold]stop[/]: {data['reason']} (exit {data['exit_code']})"
-                    + (f" — {data['detail']}" if data.get("detail") else ""))
+                    + (f" — {escape(str(data['detail']))}" if data.get("detail") else ""))
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> Any:
@@ -261,7 +261,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
     try:
         result = asyncio.run(run_task(opts, console))
     except ToolSchemaError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]")
         return int(ExitCode.USAGE)
     except Exception as exc:
         from policies.model import PolicyLoadError
@@ -269,7 +269,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
 
         if not isinstance(exc, (SandloopError, OSError, ValueError)):
             raise
-        console.print(f"[red]sandloop run: {describe(exc)}[/]")
+        console.print(f"[red]sandloop run: {escape(describe(exc))}[/]")
         usage = isinstance(exc, (ValueError, PolicyLoadError))
         return int(ExitCode.USAGE if usage else ExitCode.ERROR)
     return _emit(result, args, console)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import posixpath
 import re
 import time
@@ -49,6 +50,8 @@ from sandbox.base import Session
 from sandbox.errors import NotEnabled, SandboxTimeout, describe
 
 __all__ = ["CallRecord", "DispatchResult", "Dispatcher", "EventSink", "Toolbox", "is_actionable"]
+
+log = logging.getLogger("sandloop.dispatch")
 
 #: progress events: (kind, fields) — "call_start", "call_end", "decision", …
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -194,8 +197,17 @@ class Dispatcher:
 
     def __init__(self, toolbox: Toolbox, on_event: EventSink | None = None) -> None:
         self.toolbox = toolbox
-        self.on_event = on_event or (lambda kind, data: None)
+        self._sink = on_event
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        """Tell the observers; an observer that fails must never cost a call its answer."""
+        if self._sink is None:
+            return
+        try:
+            self._sink(kind, data)
+        except Exception:
+            log.exception("progress observer failed on %s", kind)
 
     # -- routing ------------------------------------------------------------------------
 

@@ -227,14 +227,14 @@ class Loop:
         log: Any = None,
     ) -> None:
         self.client, self.config, self.toolbox = client, config, toolbox
-        self.on_event = on_event or (lambda kind, data: None)
         self.observers = list(observers)  # e.g. a cassette recorder: (request, response)
         self.log = log  # executor.audit.RequestLog, or None
         if any(t.is_async for t in toolbox.functions) and toolbox.functions.get("wait") is None:
             toolbox.functions.add(toolbox.tasks.wait_tool())
         toolbox.functions.check_schemas()  # a strict-mode breach fails here, not with a 400
         self.tools = toolbox.tool_params()
-        self.dispatcher = Dispatcher(toolbox, self.on_event)
+        self.dispatcher = Dispatcher(toolbox, on_event)
+        self.on_event = self.dispatcher.on_event  # observers' failures are logged, never fatal
 
     # -- requests -----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ is recorded in the audit log, and reported to the progress sink.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -52,9 +53,10 @@ class PolicyGate:
                 rule_id=final.rule_id, source=final.source, justification=final.justification,
                 approval=approved_by, **fields)
         if self.on_event is not None:
-            self.on_event("decision", {"what": kind, "subject": subject, "call_id": call_id,
-                                       "decision": final.decision.value,
-                                       "rule_id": final.rule_id})
+            with contextlib.suppress(Exception):  # a failing observer must not decide anything
+                self.on_event("decision", {"what": kind, "subject": subject, "call_id": call_id,
+                                           "decision": final.decision.value,
+                                           "rule_id": final.rule_id})
         return final
 
     async def shell(self, command: str, *, call_id: str) -> Verdict:
