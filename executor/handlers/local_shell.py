@@ -12,6 +12,7 @@ in (a call with only ``id``), send the SDK's shape by default, and make it one s
 from __future__ import annotations
 
 import json
+import re
 import posixpath
 import shlex
 from typing import Any, Literal
@@ -24,11 +25,21 @@ from .shell import ShellLimits, effective_timeout_ms, run_steps
 __all__ = ["handle_local_shell_call", "local_shell_command"]
 
 IdField = Literal["id", "call_id"]
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def local_shell_command(action: dict[str, Any], workspace: str) -> str:
-    """The argv as one command line, run in ``working_directory`` when it is in the workspace."""
-    line = shlex.join(str(a) for a in action.get("command") or [])
+    """The argv as one command line, run in ``working_directory`` when it is in the workspace.
+
+    The action's ``env`` becomes ``NAME=value`` assignments in front of the command, so the
+    policy decides on exactly what runs (``BASH_ENV=…``, ``LD_PRELOAD=…`` are not knowable and
+    get the default decision) instead of variables slipping in beside the gate."""
+    assignments = [
+        f"{name}={shlex.quote(str(value))}"
+        for name, value in (action.get("env") or {}).items()
+        if _ENV_NAME.fullmatch(str(name))
+    ]
+    line = " ".join([*assignments, shlex.join(str(a) for a in action.get("command") or [])])
     cwd = action.get("working_directory")
     if cwd:
         target = posixpath.normpath(posixpath.join(workspace, str(cwd)))
@@ -51,10 +62,7 @@ async def handle_local_shell_call(
     call_id = str(item.get("call_id") or item.get("id"))
     timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)
     command = local_shell_command(action, session.workspace)
-    env = {str(k): str(v) for k, v in (action.get("env") or {}).items()}
-    (step,) = await run_steps(
-        [command], session, gate, call_id=call_id, timeout_ms=timeout_ms, limits=limits, env=env
-    )
+    (step,) = await run_steps([command], session, gate, call_id=call_id, timeout_ms=timeout_ms, limits=limits)
     body = {
         "stdout": step.stdout,
         "stderr": step.stderr,

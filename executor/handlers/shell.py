@@ -74,6 +74,8 @@ def truncate_middle(text: str, limit: int) -> str:
 
 
 def _apply_length(step: Step, limit: int | None) -> Step:
+    if limit is not None:
+        limit = max(0, limit)  # a negative limit from the model means "nothing", not "everything"
     if limit is None or len(step.stdout) + len(step.stderr) <= limit:
         return step
     # stderr is usually short and says why something failed: it gets up to half first.

@@ -69,6 +69,24 @@ def test_truncate_middle_keeps_head_and_tail() -> None:
     assert truncate_middle("short", 100) == "short"
 
 
+def test_negative_max_output_length_means_nothing_not_everything() -> None:
+    out = shell_call_output(_call(["a"], max_output_length=-5), [Step("x" * 100, "y" * 100, 0)])
+    assert out["output"][0]["stdout"] == "" and out["output"][0]["stderr"] == ""
+
+
+def test_local_shell_env_is_part_of_the_command_the_policy_sees() -> None:
+    action = {"command": ["ls"], "env": {"BASH_ENV": "/workspace/evil.sh", "A B": "dropped"}}
+    assert local_shell_command(action, "/workspace") == "BASH_ENV=/workspace/evil.sh ls"
+
+
+async def test_local_shell_dangerous_env_is_decided_by_the_default_policy() -> None:
+    from policies.engine import load_policy
+
+    action = {"command": ["ls"], "env": {"BASH_ENV": "/workspace/evil.sh"}}
+    verdict = load_policy("default").shell(local_shell_command(action, "/workspace"))
+    assert verdict.decision is not Decision.ALLOW
+
+
 def test_timeouts_default_and_cap() -> None:
     limits = ShellLimits(default_timeout_ms=120_000, max_timeout_ms=10_000)
     assert effective_timeout_ms(None, limits) == 10_000
