@@ -12,8 +12,8 @@ in (a call with only ``id``), send the SDK's shape by default, and make it one s
 from __future__ import annotations
 
 import json
-import re
 import posixpath
+import re
 import shlex
 from typing import Any, Literal
 
