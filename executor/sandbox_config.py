@@ -13,7 +13,7 @@ from policies.model import Policy
 from sandbox.base import SessionLimits
 from sandbox.docker import DockerConfig
 
-__all__ = ["docker_config", "shell_limits"]
+__all__ = ["docker_config", "read_only_paths", "shell_limits"]
 
 
 def shell_limits(policy: Policy) -> ShellLimits:
@@ -23,6 +23,21 @@ def shell_limits(policy: Policy) -> ShellLimits:
         max_timeout_ms=shell.max_timeout_ms,
         max_output_bytes=shell.output_cap_bytes,
     )
+
+
+def read_only_paths(globs: list[str]) -> tuple[str, ...]:
+    """The read-only globs that name a whole path (``.git/**``, ``**/.git/**``, ``secrets``) become read-only
+    mounts, so shell commands cannot write there either; patterns like ``*.lock`` stay
+    patch-only rules, since a mount needs a fixed path."""
+    paths = []
+    for glob in globs:
+        base = (glob[:-3] if glob.endswith("/**") else glob).strip("/")
+        # "**/.git" means every .git; the one at the root is the host checkout's own, the one
+        # a mount can cover (nested ones stay patch-only rules).
+        base = base[3:] if base.startswith("**/") else base
+        if base and not any(ch in base for ch in "*?[") and base not in paths:
+            paths.append(base)
+    return tuple(paths)
 
 
 def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None) -> DockerConfig:
@@ -45,6 +60,7 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         pids_limit=shell.resources.pids,
         runtime=shell.runtime,
         env=dict(shell.env),
+        read_only_paths=read_only_paths(policy.files.read_only),
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
         limits=limits,

@@ -53,6 +53,10 @@ LABEL = "sandloop.session"
 class DockerConfig:
     image: str | None = None  # None: the shell image for this package version
     read_only_workspace: bool = False
+    #: Workspace paths mounted read-only over the writable checkout (a policy's [files]
+    #: read_only). ``.git`` by default: the host's git runs hooks and config from it, so a
+    #: command that could write there could run code on the host at the user's next commit.
+    read_only_paths: tuple[str, ...] = (".git",)
     network: str = "none"  # "none", or a Docker network name
     #: Domains the session may reach (a policy's ``[shell] network`` list). Not None: the
     #: container joins an internal network whose only way out is an allow-list proxy.
@@ -265,6 +269,17 @@ class DockerSession(HelperSession):
 
     # --- container life ------------------------------------------------------------------
 
+    def _mounts(self) -> list[Mount]:
+        cfg = self.config
+        mounts = [Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace)]
+        for rel in cfg.read_only_paths:
+            host = self.host_workspace / rel
+            # A symlink is not followed: binding its target could expose what lies outside.
+            if rel and ".." not in Path(rel).parts and host.exists() and not host.is_symlink():
+                mounts.append(Mount(f"{WORKSPACE}/{rel.strip('/')}", str(host), type="bind", read_only=True))
+        mounts.append(Mount(HELPER_DIR, None, type="volume"))
+        return mounts
+
     def _create_container(self) -> Container:
         """Create (not start) the container. The low-level API: only it takes ``stdin_once``."""
         cfg = self.config
@@ -273,10 +288,7 @@ class DockerSession(HelperSession):
             init=True,
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
-            mounts=[
-                Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace),
-                Mount(HELPER_DIR, None, type="volume"),
-            ],
+            mounts=self._mounts(),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             pids_limit=cfg.pids_limit,

@@ -32,3 +32,10 @@ def test_a_network_allow_list_becomes_an_egress_allow_list(tmp_path) -> None:  #
     cfg = docker_config(load_policy(policy_file).policy)
     assert cfg.network_allow == ("pkgs.example.test", "*.mirror.example.test")
     assert docker_config(load_policy("default").policy).network_allow is None
+
+
+def test_read_only_globs_that_name_a_path_become_mounts() -> None:
+    from executor.sandbox_config import read_only_paths
+
+    assert read_only_paths([".git/**", "secrets", "*.lock", "build/*.o", "secrets/"]) == (".git", "secrets")
+    assert docker_config(load_policy("default").policy).read_only_paths == (".git",)

