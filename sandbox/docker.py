@@ -36,7 +36,7 @@ from docker.types import Mount
 
 from . import egress, images
 from .base import SessionLimits
-from .errors import SandboxUnavailable
+from .errors import ConfigError, SandboxUnavailable
 from .protocol import HelperSession, RunnerClient
 
 __all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
@@ -247,7 +247,13 @@ class DockerSession(HelperSession):
                     log.info("reaped %s (%s)", name, reason)
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine answers: {exc}") from exc
-        session = cls(client, workspace, config or DockerConfig())
+        config = config or DockerConfig()
+        if config.runtime == "runsc" and config.network_allow is not None:
+            # This engine's runsc is registered with --network=none (the only mode that works on
+            # this kernel), so the sandbox could not even reach its egress proxy.
+            raise ConfigError("a network allow-list cannot be combined with runtime runsc here: "
+                              "gVisor runs with --network=none; use runc, or network = \"none\"")
+        session = cls(client, workspace, config)
         try:
             if session.config.network_allow is not None:
                 await session._attach_egress(list(session.config.network_allow))
@@ -304,7 +310,7 @@ class DockerSession(HelperSession):
         created = api.create_container(
             self.image,
             command=["python3", "-u", f"{HELPER_DIR}/runner.py", "--workspace", WORKSPACE,
-                     "--idle", str(cfg.idle_expiry_s)],
+                     "--idle", str(cfg.idle_expiry_s), "--contained"],
             name=f"sandloop-{self.session_id}-{self.restarts}",
             user=self.user,
             working_dir=WORKSPACE,

@@ -185,6 +185,49 @@ def _spawn(command: str, workspace: str, env: dict[str, str]) -> subprocess.Pope
     )
 
 
+CONTAINED = False  # set by --contained: this helper owns every process it can see
+
+
+def _kill_strays(timed_out_group: int) -> None:
+    """After a timeout, also kill what escaped the command's process group (``setsid cmd &``).
+
+    Only inside a container, where every process but init and the helper came from a command:
+    whatever is in no group of a command still running, nor of a background job an earlier
+    command started on purpose, is a stray of the timed-out one.
+    """
+    if not CONTAINED:
+        return
+    keep = (_groups - {timed_out_group}) | {os.getpgrp()}
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, me):
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
+            if pgid not in keep:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def _read_int(*paths: str) -> int | None:
+    for path in paths:
+        try:
+            with open(path) as fh:
+                return int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _pids_exhausted() -> bool:
+    """Is the container's pids limit (nearly) used up? cgroup v2, then v1."""
+    limit = _read_int("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+    current = _read_int("/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids/pids.current")
+    return limit is not None and current is not None and current >= limit * 0.9
+
+
 def _reclaim() -> None:
     """Kill every background process group whose command already returned."""
     for pgid in list(_groups - _running):
@@ -199,6 +242,10 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
     env = dict(base_env)
     env.update({str(k): str(v) for k, v in (req.get("env") or {}).items()})
     oom_before = _oom_kills()
+    if _pids_exhausted():
+        # Something left in the background (a fork bomb, typically) holds nearly every pid:
+        # free them before this command, or it could not even start its own pipeline.
+        _reclaim()
     started = time.monotonic()
     try:
         proc = _spawn(command, workspace, env)
@@ -289,6 +336,8 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
     if timed_out:
         # Whatever the group left behind goes too: a timed-out call leaves no process.
         _killpg(proc.pid, signal.SIGKILL)
+        _kill_strays(proc.pid)
+        _groups.discard(proc.pid)
     sig = -code if code is not None and code < 0 else None
     oom_after = _oom_kills()
     oom = sig == signal.SIGKILL and oom_before is not None and (oom_after or 0) > oom_before
@@ -556,12 +605,14 @@ def idle_watch(idle_s: float) -> None:
 
 
 def main() -> None:
-    global _busy, _last_activity
+    global _busy, _last_activity, CONTAINED
     parser = argparse.ArgumentParser()
     parser.add_argument("--workspace", default="/workspace")
     parser.add_argument("--idle", type=float, default=900.0)
     parser.add_argument("--home", default="/tmp/home")
+    parser.add_argument("--contained", action="store_true", help="the only user of this container")
     args = parser.parse_args()
+    CONTAINED = args.contained
     workspace = os.path.realpath(args.workspace)
     os.makedirs(args.home, exist_ok=True)
     env = {

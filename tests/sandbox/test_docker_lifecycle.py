@@ -184,3 +184,11 @@ async def test_git_dir_is_read_only_to_commands(docker_client, user_workspace: P
         r = await s.run("echo y >> src.txt && cat src.txt")  # the rest of the checkout stays writable
         assert r.stdout.text == "x\ny\n"
     assert not (user_workspace / ".git" / "hooks" / "pre-commit").exists()
+
+
+async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client, user_workspace: Path) -> None:
+    from sandbox.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="runsc"):
+        await DockerSession.create(user_workspace, DockerConfig(runtime="runsc", network_allow=("pkgs.example.test",)),
+                                   client=docker_client)

@@ -67,6 +67,13 @@ async def test_timeout_kills_the_group_and_keeps_partial_output(session: DockerS
     assert "sleep 100" not in ps.stdout.text
 
 
+async def test_timeout_also_kills_what_escaped_the_group(session: DockerSession) -> None:
+    r = await session.run("setsid sleep 301 & sleep 100", timeout_s=0.5)
+    assert r.timed_out
+    ps = await session.run("ps -eo args")
+    assert "sleep 301" not in ps.stdout.text and "sleep 100" not in ps.stdout.text
+
+
 async def test_background_process_does_not_hold_the_call(session: DockerSession) -> None:
     r = await session.run("sleep 100 & echo started", timeout_s=30)
     assert not r.timed_out and r.exit_code == 0 and r.stdout.text == "started\n"
