@@ -34,7 +34,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from . import egress, images
+from . import egress, images, seccomp
 from .base import SessionLimits
 from .errors import ConfigError, SandboxUnavailable
 from .protocol import HelperSession, RunnerClient
@@ -79,11 +79,13 @@ def container_user(workspace: Path) -> tuple[str, str]:
     The bind-mounted checkout must be writable by the container user, and sandloop never chowns
     a user's files. So the container runs as the checkout's owner. A root-owned checkout runs as
     uid 0 — with every capability dropped, so it is root only in name: it cannot override file
-    permissions, change ownership, or do anything else a capability would allow (`doctor` says so).
+    permissions, change ownership, or do anything else a capability would allow — and a seccomp
+    profile stops it from setting setuid/setgid bits on the host's files (`doctor` says so).
     """
     st = workspace.stat()
     if st.st_uid == 0:
-        return "0:0", "workspace is owned by root: running as uid 0 with every capability dropped"
+        return "0:0", ("workspace is owned by root: running as uid 0 with every capability dropped "
+                       "and setuid/setgid bits refused by seccomp")
     return f"{st.st_uid}:{st.st_gid}", f"running as the workspace owner {st.st_uid}:{st.st_gid}"
 
 
@@ -275,6 +277,15 @@ class DockerSession(HelperSession):
 
     # --- container life ------------------------------------------------------------------
 
+    def _security_opt(self) -> list[str]:
+        opts = ["no-new-privileges"]
+        # Root in name only still owns its files: forbid the setuid/setgid bits (seccomp.py).
+        # Under gVisor (registered with --oci-seccomp) the engine's default profile would break
+        # thread creation, so gVisor sandboxes get ours too.
+        if self.user.split(":")[0] == "0" or self.config.runtime == "runsc":
+            opts.append(f"seccomp={seccomp.no_setid_profile(self.config.runtime)}")
+        return opts
+
     def _mounts(self) -> list[Mount]:
         cfg = self.config
         mounts = [Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace)]
@@ -296,7 +307,7 @@ class DockerSession(HelperSession):
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
             mounts=self._mounts(),
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=self._security_opt(),
             pids_limit=cfg.pids_limit,
             mem_limit=cfg.memory,
             memswap_limit=cfg.memory,  # no swap: a memory bomb meets the limit, not the disk

@@ -120,7 +120,40 @@ async def test_root_owned_checkout_runs_as_uid0_without_capabilities(docker_clie
         # root in name only: no CAP_DAC_OVERRIDE, so another user's file stays theirs
         r = await s.run("echo hijack >> theirs.txt")
         assert r.exit_code != 0 and "Permission denied" in r.stderr.text
+        await _assert_no_setid_files(s, ws)
     assert (ws / "theirs.txt").read_text() == "owned by 1000\n"
+
+
+SETID_ATTEMPTS = [
+    "cp /bin/bash sh-suid && chmod 4755 sh-suid",
+    "chmod u+s sh-suid",
+    "chmod 2755 sh-suid",
+    "install -m 4755 /bin/true inst-suid",
+    "python3 -c \"import os; os.close(os.open('py-suid', os.O_CREAT | os.O_WRONLY, 0o4755))\"",
+    "python3 -c \"import os; os.chmod('sh-suid', 0o6755)\"",
+    "unshare -U true",  # a user namespace would hand out capabilities again
+]
+
+
+async def _assert_no_setid_files(s: DockerSession, ws: Path) -> None:
+    """As uid 0 the sandbox must not leave a setuid/setgid file on the host (a root shell)."""
+    for command in SETID_ATTEMPTS:
+        r = await s.run(command)
+        assert r.exit_code != 0, command
+    for path in ws.iterdir():
+        assert not path.stat().st_mode & 0o6000, f"{path.name} is setuid/setgid on the host"
+    r = await s.run("chmod 755 sh-suid && ./sh-suid -c 'echo still a shell'")
+    assert r.stdout.text == "still a shell\n"  # ordinary modes still work
+
+
+async def test_root_owned_checkout_under_gvisor_refuses_setid_too(docker_client, tmp_path: Path) -> None:
+    if not _has_runsc(docker_client):
+        pytest.skip("the engine has no runsc runtime")
+    ws = tmp_path / "rootrepo"
+    ws.mkdir()
+    async with await DockerSession.create(ws, DockerConfig(runtime="runsc"), client=docker_client) as s:
+        assert s.user == "0:0"
+        await _assert_no_setid_files(s, ws)
 
 
 async def test_image_without_python_is_a_clear_error(docker_client, user_workspace: Path) -> None:
