@@ -88,9 +88,13 @@ class EgressProxy:
         labels: Mapping[str, str],
         on_decision: Callable[[EgressDecision], None] = _log_decision,
         image: str | None = None,
+        private_ok: bool = False,
     ) -> None:
         self.client = client
         self.allow = list(allow)
+        #: let allowed names resolve to private addresses (an internal mirror); off by default,
+        #: since on the engine's bridge a private address can be the host itself
+        self.private_ok = private_ok
         self.session_id = session_id
         self.labels = {**labels, backend.LABEL: session_id}
         self.on_decision = on_decision
@@ -147,6 +151,8 @@ class EgressProxy:
         command += [arg for subnet in subnets for arg in ("--client", subnet)]
         for entry in self.allow:
             command += ["--allow", entry]
+        if self.private_ok:
+            command.append("--private-ok")
         created = api.create_container(
             self.image,
             command=command,
@@ -263,13 +269,15 @@ async def attach_egress(
     session_id: str,
     labels: dict[str, str],
     on_decision: Callable[[EgressDecision], None] = _log_decision,
+    private_ok: bool = False,
 ) -> EgressHandle:
     """Create the session's internal network and proxy; raises SandboxUnavailable if it cannot.
 
     ``labels`` are the session's owner labels (as on its containers), so the reapers know when the
     owner is gone. ``on_decision`` is called, from a background thread, for every request.
     """
-    proxy = EgressProxy(client, allow, session_id=session_id, labels=labels, on_decision=on_decision)
+    proxy = EgressProxy(client, allow, session_id=session_id, labels=labels, on_decision=on_decision,
+                        private_ok=private_ok)
     await asyncio.to_thread(proxy.start)
     return EgressHandle(network=proxy.network, env=proxy.env, proxy=proxy)
 

@@ -99,25 +99,40 @@ def check(allow: list[str], host: str) -> str:
     raise Refused(403, f"refused by policy rule {RULE}: {why}")
 
 
-def _forbidden(addr: str) -> str | None:
+def _forbidden(addr: str, *, private_ok: bool = False) -> str | None:
     ip = ipaddress.ip_address(addr.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     for kind in ("loopback", "link_local", "multicast", "unspecified"):
         if getattr(ip, f"is_{kind}"):
             return kind.replace("_", "-")
+    # The proxy sits on the engine's default bridge: a private address there can be the host
+    # itself (the bridge gateway, the host's own LAN address) or another container. An allowed
+    # *name* that resolves there (DNS rebinding, a stale record) must not open it.
+    if not ip.is_global and not private_ok:
+        return "not a public address"
     return None
 
 
-def connect(host: str, port: int) -> socket.socket:
-    """Connect to an allowed host, skipping addresses no allow-list may open."""
+def _is_ip(host: str) -> bool:
+    """An IP literal passed ``check`` only by being listed exactly: the operator named it."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def connect(host: str, port: int, *, private_ok: bool = False) -> socket.socket:
+    """Connect to an allowed host, skipping addresses no allow-list may open. ``private_ok``:
+    the host was listed as an exact IP literal, or the operator allowed private destinations."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise Refused(502, f"cannot resolve {host}: {exc}", "egress.upstream") from None
     last = "no address"
     for family, kind, proto, _, sockaddr in infos:
-        bad = _forbidden(str(sockaddr[0]))
+        bad = _forbidden(str(sockaddr[0]), private_ok=private_ok)
         if bad is not None:
             last = f"{host} resolves to {sockaddr[0]} ({bad}), which the proxy never connects to"
             continue
@@ -209,7 +224,7 @@ class Handler(socketserver.BaseRequestHandler):
                 first = self._origin_form(lines, version, url.path, url.query, authority)
             where = f"{host}:{port}"
             entry = check(self.server.allow, host)
-            upstream = connect(host, port)
+            upstream = connect(host, port, private_ok=self.server.private_ok or _is_ip(host))
         except Refused as refused:
             self._decide(False, method, where, refused.rule, refused.reason)
             self._refuse(client, refused)
@@ -270,8 +285,9 @@ class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, port: int, allow: list[str], bind: str = "0.0.0.0",
-                 clients: list[str] | None = None) -> None:
+                 clients: list[str] | None = None, private_ok: bool = False) -> None:
         self.allow = allow
+        self.private_ok = private_ok
         # The proxy also sits on the default bridge, where any container could find it: only
         # the session's own network may use it.
         self.clients = [ipaddress.ip_network(net) for net in clients or ["0.0.0.0/0", "::/0"]]
@@ -299,8 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=3128)
     parser.add_argument("--allow", action="append", default=[])
     parser.add_argument("--client", action="append", help="subnet allowed to use the proxy")
+    parser.add_argument("--private-ok", action="store_true", help="let allowed names reach private addresses")
     args = parser.parse_args(argv)
-    server = Server(args.port, [entry.lower().rstrip(".") for entry in args.allow], clients=args.client)
+    server = Server(args.port, [entry.lower().rstrip(".") for entry in args.allow], clients=args.client,
+                    private_ok=args.private_ok)
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
     emit({"event": "ready", "port": args.port})
     server.serve_forever()

@@ -64,10 +64,19 @@ def test_normalize_host() -> None:
     ("addr", "kind"),
     [("127.0.0.1", "loopback"), ("::1", "loopback"), ("169.254.169.254", "link-local"),
      ("::ffff:127.0.0.1", "loopback"), ("0.0.0.0", "unspecified"), ("224.0.0.1", "multicast"),
-     ("fe80::1%eth0", "link-local"), ("172.18.0.2", None), ("10.0.0.1", None)],
+     ("fe80::1%eth0", "link-local"), ("172.17.0.1", "not a public address"),
+     ("10.0.0.1", "not a public address"), ("100.100.100.200", "not a public address"),
+     ("::ffff:192.168.1.1", "not a public address"), ("93.184.215.14", None)],
 )
 def test_forbidden_addresses(addr: str, kind: str | None) -> None:
+    # (Only compared as values: no connection is made to any of these.)
     assert _forbidden(addr) == kind
+
+
+@pytest.mark.parametrize("addr", ["172.18.0.2", "10.0.0.1"])
+def test_private_addresses_only_when_opted_in(addr: str) -> None:
+    assert _forbidden(addr, private_ok=True) is None
+    assert _forbidden("127.0.0.1", private_ok=True) == "loopback"
 
 
 def test_origin_form_drops_hop_by_hop_and_credentials() -> None:
