@@ -14,6 +14,7 @@ An ``unattended`` policy (no human to ask, e.g. CI) turns every ``prompt`` into 
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Sequence
@@ -21,25 +22,61 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from policies import shell_parse
 from policies.decision import Decision, Verdict
-from policies.model import LoadedPolicy, Policy, PolicyLoadError, Problem, ShellRule, load
+from policies.model import (
+    LoadedPolicy,
+    NotAnAddress,
+    Policy,
+    PolicyLoadError,
+    Problem,
+    ShellRule,
+    ip_literal,
+    load,
+)
 from policies.shell_parse import MANY, Dynamic, SimpleCommand, Word
 from sandbox.errors import PolicyDenied, describe
 
 __all__ = [
     "CompiledRule",
+    "Element",
     "PolicyEngine",
+    "Words",
     "deny_text",
     "example_problems",
     "glob_match",
     "load_policy",
 ]
 
-# One pattern element: a set of accepted words, or "*" (one word) / "**" (any number of words).
-Element = frozenset[str] | Literal["*", "**"]
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class Words:
+    """One pattern element that accepts certain words: literal ones, and word globs
+    (:func:`fnmatch.fnmatchcase` semantics, one regex for all of them)."""
+
+    literal: frozenset[str]
+    globs: tuple[str, ...] = ()
+    regex: re.Pattern[str] | None = None
+
+    @classmethod
+    def of(cls, words: Sequence[str]) -> Words:
+        globs = tuple(w for w in words if _GLOB_CHARS.search(w))
+        literal = frozenset(w for w in words if w not in globs)
+        regex = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)) if globs else None
+        return cls(literal, globs, regex)
+
+    def __contains__(self, word: object) -> bool:
+        if word in self.literal:
+            return True
+        return self.regex is not None and isinstance(word, str) and self.regex.match(word) is not None
+
+
+# One pattern element: the words it accepts, or "*" (one word) / "**" (any number of words).
+Element = Words | Literal["*", "**"]
 
 
 def _compile(pattern: Sequence[str | list[str]]) -> tuple[Element, ...]:
@@ -50,7 +87,7 @@ def _compile(pattern: Sequence[str | list[str]]) -> tuple[Element, ...]:
         elif element == "**":
             out.append("**")
         else:
-            out.append(frozenset(element if isinstance(element, list) else [element]))
+            out.append(Words.of(element if isinstance(element, list) else [element]))
     return tuple(out)
 
 
@@ -157,12 +194,18 @@ def glob_match(glob: str, path: str) -> bool:
     return _glob_regex(glob).fullmatch(path) is not None
 
 
-def _host_matches(entry: str, host: str) -> bool:
+def _host_matches(entry: str, host: str, *, exact_only: bool = False) -> bool:
+    """Does a domain-list entry name the host? ``exact_only`` (IP literals and localhost names,
+    in the allow list) leaves only an exact entry able to match."""
     if entry == "*":
-        return True
+        return not exact_only
     if entry.startswith("*."):
-        return host.endswith(entry[1:])
+        return not exact_only and host.endswith(entry[1:])
     return host == entry
+
+
+def _is_loopback_name(host: str) -> bool:
+    return host == "localhost" or host.endswith(".localhost")
 
 
 _KINDS = {"create": "create", "update": "update", "delete": "delete"}
@@ -223,12 +266,12 @@ class PolicyEngine:
     def _candidates(self, cmd: SimpleCommand) -> list[CompiledRule]:
         name = cmd.argv[0] if cmd.argv else None
         if not isinstance(name, str):
-            return [r for r in self.rules if not isinstance(r.elements[0], frozenset)]
+            return [r for r in self.rules if not isinstance(r.elements[0], Words)]
         found = self._by_name.get(name)
         if found is None:
             found = self._by_name[name] = [
                 r for r in self.rules
-                if not isinstance(r.elements[0], frozenset) or name in r.elements[0]
+                if not isinstance(r.elements[0], Words) or name in r.elements[0]
             ]
         return found
 
@@ -280,10 +323,20 @@ class PolicyEngine:
                                        "characters", "browser.url"))
         try:
             parts = urlsplit(url)
-            host = (parts.hostname or "").rstrip(".")
+            # The browser percent-decodes a host before reading it (http://%31%32%37.0.0.1/ is
+            # 127.0.0.1), then maps it through IDNA (fullwidth digits and dots become ASCII).
+            host = unquote(parts.hostname or "", errors="strict")
             host = host.encode("idna").decode("ascii") if not host.isascii() else host
+            host = host.lower()
+            if re.search(r"[^a-z0-9._:\[\]-]", host):
+                raise ValueError(host)
+            address = ip_literal(host)
+        except NotAnAddress as exc:
+            return self._final(Verdict(Decision.DENY, f"the host is not a valid address ({exc})",
+                                       "browser.url"))
         except (ValueError, UnicodeError):
             return self._final(Verdict(Decision.DENY, "the URL does not parse", "browser.url"))
+        host = address or host.rstrip(".")
         if parts.scheme not in ("http", "https"):
             return self._final(Verdict(
                 Decision.DENY, f"only http(s) pages and about:blank may be opened, not "
@@ -295,12 +348,21 @@ class PolicyEngine:
                 return self._final(self._setting(
                     Decision.DENY, ("browser", "block_domains", n),
                     f"{host} is blocked (matches {entry!r})", "browser.block_domains"))
+        # An IP literal or a loopback name reaches this machine, its network or a metadata
+        # service: only an entry naming exactly that address or name allows it.
+        exact_only = address is not None or _is_loopback_name(host)
         for n, entry in enumerate(browser.allow_domains):
-            if _host_matches(entry, host):
+            if _host_matches(entry, host, exact_only=exact_only):
                 return self._final(self._setting(
                     Decision.ALLOW, ("browser", "allow_domains", n),
                     f"{host} is allowed (matches {entry!r})", "browser.allow_domains"))
-        return self._final(Verdict(browser.default, f"{host} is not in allow_domains", None,
+        decision = browser.default
+        why = f"{host} is not in allow_domains"
+        if exact_only:
+            # a default allow must not let an address through that allow_domains does not name
+            decision = Decision.DENY if decision is Decision.ALLOW else decision
+            why = f"{host} is an IP address or a loopback name that allow_domains does not list"
+        return self._final(Verdict(decision, why, None,
                                    self.loaded.where(("browser", "default"))))
 
     # --- MCP and functions -----------------------------------------------------------------

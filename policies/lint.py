@@ -7,6 +7,13 @@
   xargs, npx, sudo…) or on ``find -exec``: once it may run, it may run anything, so the allow
   list can be escaped. (``bash -c 'literal'``, ``env cmd``, ``xargs cmd`` and ``find -exec cmd``
   are already decided by the command they run; the lint is about allowing the launcher itself.)
+* ``command-option-allow`` — an allow rule (or an allowing default) lets an ordinary program
+  run a command through one of its options or its script language: each program in
+  :data:`COMMAND_OPTION_PROBES` is tried with such an option (``sort --compress-program=X``,
+  ``git -c alias.x=!X``, ``find -fprint``, ``sed 'e …'``, ``vim -c '!…'``…), and a probe that
+  comes out ``allow`` names the rule that let it. The parser already decides most of these by the
+  command the option runs (see :mod:`policies.shell_parse`), so a probe is caught either there or
+  by a prompt/deny rule placed before the allow rule; the lint checks that one of the two holds;
 * ``writable-git`` — a patch may change ``.git`` (hooks and config there run code);
 * ``open-network`` — the shell network allow-list contains ``*``;
 * ``timeout-above-max`` — the default shell timeout is above the maximum.
@@ -17,16 +24,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from policies.decision import Decision
-from policies.engine import CompiledRule, Element, PolicyEngine
+from policies.engine import CompiledRule, Element, PolicyEngine, Words
 
-__all__ = ["LAUNCHERS", "Finding", "lint"]
+__all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint"]
 
 LAUNCHERS = frozenset({
     # shells and interpreters: their argument is a program
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
     "python", "python2", "python3", "python3.10", "python3.11", "python3.12", "python3.13",
     "pypy", "pypy3", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua", "luajit",
-    "tclsh", "wish", "Rscript", "awk", "gawk", "mawk", "nawk", "busybox", "osascript",
+    "tclsh", "wish", "Rscript", "busybox", "osascript",
+    # editors with a command language that runs programs (vim -c '!sh', ed's !, emacs --eval)
+    "vim", "vi", "nvim", "ex", "view", "vimdiff", "ed", "emacs",
     # launchers: their argument is a command
     "env", "xargs", "npx", "pnpx", "bunx", "uvx", "pipx", "sudo", "doas", "su", "exec",
     "command", "builtin", "eval", "source", ".", "nohup", "timeout", "nice", "time", "stdbuf",
@@ -34,6 +43,35 @@ LAUNCHERS = frozenset({
     "ltrace", "gdb", "flock", "systemd-run", "runuser", "expect",
 })
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+# Program → command lines that make it run a command (or write files it names) through its
+# options. "$X" stands for a command chosen at run time: no policy should let such a line run.
+# (Options that only a rule can catch are probed with literal words: a run-time word could fill
+# any rule's pattern, which would hide a missing rule.)
+COMMAND_OPTION_PROBES: dict[str, tuple[str, ...]] = {
+    "sort": ('sort --compress-program="$X" f', "sort --compress-prog=sh f"),
+    "tar": ('tar --to-command="$X" -xf a.tar', 'tar -I "$X" -xf a.tar',
+            'tar -cf a.tar --checkpoint=1 --checkpoint-action=exec="$X" f', 'tar -F "$X" -cf a f'),
+    "git": ("git -c alias.x='!sh' x", "git -c core.pager=sh log", 'git rebase --exec "$X"',
+            'git grep -O"$X" x', 'git fetch --upload-pack="$X" o', 'git clone -u "$X" a b',
+            'git ls-remote --upload-pack="$X" o', 'git bisect run "$X"',
+            'git submodule foreach "$X"', 'git difftool -x "$X"', "git --exec-path=. status"),
+    "zip": ('zip -TT "$X" -T a.zip f', 'zip --unzip-command="$X" -T a.zip f'),
+    "rsync": ('rsync -e "$X" a b:c', 'rsync --rsh="$X" a b:c'),
+    "man": ('man -P "$X" ls', 'man --html="$X" ls'),
+    "less": ("LESSOPEN='|sh %s' less f", "less '+!sh' f", "less -k keys f"),
+    "find": ("find . -fprint /tmp/x", "find . -fprintf /tmp/x %p", "find . -fls /tmp/x",
+             "find . -fprint0 /tmp/x", "find . -delete", 'find . -exec "$X" {} +'),
+    "sed": ("sed 'e sh' f", "sed 's/x/sh/e' f", "sed -n 'w /tmp/x' f", "sed -f x.sed f"),
+    "awk": ("awk 'BEGIN{system(\"sh\")}'", "awk 'BEGIN{print | \"sh\"}'", "awk -f x.awk"),
+    "rg": ('rg --pre "$X" x', 'rg --hostname-bin="$X" x'),
+    "ag": ('ag --pager "$X" x',),
+    "fd": ('fd -x "$X"', 'fd --exec-batch "$X"'),
+    "env": ("env -S 'sh -c id'",),
+    "xargs": ('xargs "$X"',),
+    "printf": ("printf -v PATH /tmp",),
+    "read": ("read PATH",),
+}
 _GIT_PROBES = ((".git/config", "update_file"), (".git/hooks/pre-commit", "create_file"))
 
 
@@ -52,8 +90,9 @@ def _covers(a: Element, b: Element) -> bool:
     """Does element a accept every word element b accepts?"""
     if a == "*":
         return b != "**"
-    if isinstance(a, frozenset) and isinstance(b, frozenset):
-        return b <= a
+    if isinstance(a, Words) and isinstance(b, Words):
+        # b's globs are only known to be covered by the same glob in a
+        return all(w in a for w in b.literal) and set(b.globs) <= set(a.globs)
     return False
 
 
@@ -68,24 +107,37 @@ def _subsumes(a: tuple[Element, ...], b: tuple[Element, ...], i: int = 0, j: int
     return _covers(a[i], b[j]) and _subsumes(a, b, i + 1, j + 1)
 
 
-def _first_words(rule: CompiledRule) -> frozenset[str] | None:
-    """The program names a rule can match, or None when it matches any program."""
-    first = rule.elements[0]
-    return first if isinstance(first, frozenset) else None
-
-
 def _escapable(rule: CompiledRule) -> str | None:
-    names = _first_words(rule)
-    if names is None:
+    first = rule.elements[0]
+    if not isinstance(first, Words):
         return "matches any program, interpreters and launchers included"
-    launchers = sorted(names & LAUNCHERS)
+    launchers = sorted(name for name in LAUNCHERS if name in first)
     if launchers:
         return f"allows {', '.join(launchers)}, which can run any program"
-    if "find" in names and any(
-        isinstance(e, frozenset) and e & _FIND_EXEC for e in rule.elements[1:]
+    if "find" in first and any(
+        isinstance(e, Words) and any(x in e for x in _FIND_EXEC) for e in rule.elements[1:]
     ):
         return "allows find -exec with any command"
     return None
+
+
+def _command_options(engine: PolicyEngine) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[tuple[str | None, str]] = set()
+    for program, probes in COMMAND_OPTION_PROBES.items():
+        for probe in probes:
+            verdict = engine.shell(probe)
+            if verdict.decision is not Decision.ALLOW or (verdict.rule_id, program) in seen:
+                continue
+            seen.add((verdict.rule_id, program))
+            who = (f"allow rule {verdict.rule_id!r}" if verdict.rule_id
+                   else "the shell default (allow)")
+            findings.append(Finding(
+                "command-option-allow",
+                f"{who} lets `{probe}` run: {program} runs a command or writes a file through "
+                "that option; put a prompt or deny rule for it before the allow rule",
+                verdict.rule_id, verdict.source or engine.loaded.where(("shell", "default"))))
+    return findings
 
 
 def lint(engine: PolicyEngine) -> list[Finding]:
@@ -108,6 +160,7 @@ def lint(engine: PolicyEngine) -> list[Finding]:
                     "escapable-allow", f"allow rule {rule.rule.id!r} {why}: the allow-list can "
                     "be escaped; prompt for it, or allow a literal `bash -c '…'` instead",
                     rule.rule.id, rule.source))
+    findings.extend(_command_options(engine))
     for path, kind in _GIT_PROBES:
         verdict = engine.patch(path, kind)
         if verdict.decision is not Decision.DENY:

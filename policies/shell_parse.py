@@ -8,6 +8,20 @@ string recursively. Wrappers that only change *how* a command runs (``command``,
 unwrapped to the command they run; ``sudo``/``doas`` and ``find -exec`` yield both themselves
 and the command they launch. A launcher whose command is not literal is UNKNOWN.
 
+Ordinary programs with options that run another command are treated the same way (see
+:data:`_LAUNCHING`): ``sort --compress-program=X``, ``tar --to-command=X`` / ``-I X`` /
+``--checkpoint-action=exec=X`` / ``-F X``, ``git rebase --exec X``, ``git grep -OX``,
+``git fetch|pull|clone|ls-remote --upload-pack=X``, ``git bisect run X…``,
+``git submodule foreach X``, ``git difftool -x X``, ``zip -TT X``, ``rsync -e X``, ``man -P X``,
+``rg --pre X``, ``ag --pager X`` and ``fd -x X…`` yield the program itself *and* the commands X
+runs (a literal X is parsed as shell; a computed one is UNKNOWN), so the strictest decision
+applies. Long options are recognised by any prefix, as getopt accepts abbreviations. Scripts in
+a language of their own are read for the parts that run or write: a ``sed`` script with ``e``,
+``s///e``, ``w`` / ``W`` or ``s///w`` (except to /dev/stdout and /dev/stderr), an ``awk``
+program with ``system``, a pipe, an output redirection or ``@``, a script read from a file,
+``less`` startup commands and lesskey files are UNKNOWN. So are ``read``, ``printf -v`` and
+``declare -n`` writing a variable that changes what programs run.
+
 Words are kept honest about what is known: a literal word is a ``str``; anything expanded at run
 time is a :class:`Dynamic` — ``ONE`` when it is exactly one word (inside double quotes), ``MANY``
 when word splitting or globbing can turn it into any number of words. A simple command whose
@@ -23,6 +37,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,7 +106,9 @@ _CODE_RUNNERS = {
 # Assignments that change which program runs, or make a program run another one.
 _RISKY_VARS = re.compile(
     r"^(PATH|IFS|ENV|BASH_ENV|PS4|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|LD_\w*|BASH_FUNC_\w*|GIT_\w*"
-    r"|PAGER|MANPAGER|EDITOR|VISUAL|LESSOPEN|LESSCLOSE|PYTHON\w*|NODE_OPTIONS|PERL5\w*|RUBYOPT)$"
+    r"|PAGER|MANPAGER|EDITOR|VISUAL|LESSOPEN|LESSCLOSE|LESS|LESSKEY\w*|PYTHON\w*|NODE_OPTIONS"
+    r"|PERL5\w*|RUBYOPT|RSYNC_RSH|RSYNC_CONNECT_PROG|RIPGREP_CONFIG_PATH|BROWSER|SHELL|TAR_OPTIONS"
+    r"|SSH_ASKPASS|XDG_CONFIG_HOME|HOME|GNUPGHOME|PROMPT_COMMAND)$"
 )
 _MAX_DEPTH = 8  # nested `sh -c` levels before giving up (UNKNOWN)
 
@@ -139,6 +156,9 @@ class _Walker:
         elif kind == "variable_assignment":
             self._assignment(node)
             self._children(node)
+        elif kind == "declaration_command":
+            self._declaration(node)
+            self._children(node)
         else:
             # Everything else (lists, pipelines, subshells, if/for/while/case, function bodies,
             # declarations, redirects, heredoc bodies, substitutions inside words) is walked for
@@ -151,10 +171,19 @@ class _Walker:
 
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
+        if name is not None and name.type == "subscript":
+            name = name.child_by_field_name("name")  # PATH[0]=x assigns PATH
         if name is not None and _RISKY_VARS.match(_text(name)):
             self.out.append(
                 _unknown(_text(node), f"assigns {_text(name)}, which can change what programs run")
             )
+
+    def _declaration(self, node: Node) -> None:
+        # `declare -n ref=PATH; ref=x` assigns PATH through a name the assignment does not show
+        for child in node.named_children:
+            if child.type == "word" and re.fullmatch(r"-\w*n\w*", _text(child)):
+                self.out.append(_unknown(_text(node), "a nameref (-n) can assign any variable"))
+                return
 
     def _command(self, node: Node) -> None:
         words: list[Word] = []
@@ -263,6 +292,10 @@ def _resolve(argv: tuple[Word, ...], text: str, depth: int) -> list[SimpleComman
             return out
         if name == "xargs":
             out.extend(_xargs(cmd, depth))
+            return out
+        launching = _LAUNCHING.get(name)
+        if launching is not None:
+            out.extend(launching(cmd, depth))
             return out
         step = _WRAPPERS.get(name)
         if step is None:
@@ -491,3 +524,545 @@ def _xargs(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     # is transparent: what matters is the command it runs.
     inner = (*inner, Dynamic(MANY, "<stdin words>"))
     return _resolve(inner, cmd.text, depth)
+
+
+# --- programs whose options run other commands -------------------------------------------------
+#
+# Each handler returns the command itself followed by the commands its options run. An option
+# value that is a command is parsed as a shell command line (tools hand most of them to
+# `sh -c`; for those that split it themselves, shell parsing finds at least the same program).
+
+
+def _runs(cmd: SimpleCommand, value: Word | None, what: str, depth: int) -> list[SimpleCommand]:
+    """The commands that ``what`` runs when its value is ``value`` (None: chosen by config)."""
+    if value is None:
+        return [_unknown(cmd.text, f"{what} runs a command named by configuration", cmd.argv)]
+    if isinstance(value, Dynamic):
+        return [_unknown(cmd.text, f"{what} runs a command computed at run time", cmd.argv)]
+    if not value.strip():
+        return [_unknown(cmd.text, f"{what} without a command", cmd.argv)]
+    return _parse(value, depth + 1)
+
+
+def _may_be_option(word: Dynamic) -> bool:
+    """Could a run-time word start with '-' (and so be read as an option)? Only a word whose
+    source starts with a plain character is known not to."""
+    return not re.match(r"[A-Za-z0-9_./,:@%+=]", word.text)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Which options of a program take a command (or a file of commands) as their value."""
+
+    long: frozenset[str] = frozenset()  # matched by any prefix, as getopt_long accepts
+    short: str = ""  # short options whose value (attached, or the next word) is a command
+    short_arg: str = ""  # other short options that take a value, so end a cluster
+    exact: frozenset[str] = frozenset()  # other long options that are prefixes of those above
+    optional: frozenset[str] = frozenset()  # of the above: the value is optional and attached
+
+
+def _command_options(
+    argv: tuple[Word, ...], start: int, spec: _Options
+) -> list[tuple[str, Word | None, int]]:
+    """(option, value, index after it) for each command-running option in ``argv[start:]``.
+
+    An expanded word in option position could be any option: it is reported as ("?", word)."""
+    found: list[tuple[str, Word | None, int]] = []
+    i = start
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if isinstance(arg, Dynamic):
+            if _may_be_option(arg):
+                found.append(("?", arg, i))
+            continue
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            key, eq, value = arg[2:].partition("=")
+            hit = next((o for o in sorted(spec.long) if key and o.startswith(key)), None)
+            if hit is None or key in spec.exact:
+                continue
+            if eq:
+                found.append((hit, value, i))
+            elif hit in spec.optional:
+                found.append((hit, None, i))
+            else:
+                found.append((hit, argv[i] if i < len(argv) else "", i + 1))
+                i += 1
+            continue
+        if not arg.startswith("-") or arg == "-":
+            continue
+        for j, letter in enumerate(arg[1:], start=2):
+            if letter in spec.short:
+                rest = arg[j:]
+                if rest or letter in spec.optional:
+                    found.append(("-" + letter, rest or None, i))
+                else:
+                    found.append(("-" + letter, argv[i] if i < len(argv) else "", i + 1))
+                    i += 1
+                break
+            if letter in spec.short_arg:
+                i += 0 if arg[j:] else 1  # the value is the next word
+                break
+    return found
+
+
+def _run_options(cmd: SimpleCommand, start: int, spec: _Options, depth: int,
+                 values: Callable[[str, Word], Word | None] | None = None) -> list[SimpleCommand]:
+    out = [cmd]
+    for option, value, _ in _command_options(cmd.argv, start, spec):
+        what = f"{cmd.argv[0]} {option if option.startswith('-') else '--' + option}"
+        if option == "?":
+            out.append(_unknown(cmd.text, f"{cmd.argv[0]}: a word computed at run time could be "
+                                "an option that runs a command", cmd.argv))
+            continue
+        if values is not None and value is not None and not isinstance(value, Dynamic):
+            value = values(option, value)
+            if value == "":
+                continue  # the option's value is not a command (e.g. --checkpoint-action=dot)
+        out.extend(_runs(cmd, value, what, depth))
+    return out
+
+
+_SORT = _Options(long=frozenset({"compress-program"}), short_arg="kSTot")
+
+
+def _sort(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    return _run_options(cmd, 1, _SORT, depth)
+
+
+_TAR = _Options(
+    long=frozenset({"to-command", "checkpoint-action", "use-compress-program", "info-script",
+                    "new-volume-script", "rsh-command", "rmt-command"}),
+    short="IF",
+    short_arg="bCfgHKLNTVX",
+    exact=frozenset({"checkpoint"}),
+)
+_TAR_OLD_ARGS = "bCfgHKLNTVXIF"  # old-style `tar xIf PROG a.tar`: letters that take the next words
+
+
+def _tar_value(option: str, value: Word) -> Word | None:
+    if option != "checkpoint-action":
+        return value
+    if isinstance(value, str):
+        return value[5:] if value.startswith("exec=") else ""  # only exec= runs a command
+    return value
+
+
+def _tar(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    argv = cmd.argv
+    out: list[SimpleCommand] = []
+    start = 1
+    first = argv[1] if len(argv) > 1 else None
+    if isinstance(first, str) and first and not first.startswith("-"):
+        # old style: the first word is a cluster of letters, their values follow in order
+        start = 2
+        for letter in first:
+            if letter in _TAR_OLD_ARGS:
+                value = argv[start] if start < len(argv) else ""
+                if letter in "IF":
+                    out.extend(_runs(cmd, value, f"tar {letter}", depth))
+                start += 1
+    return [*_run_options(cmd, start, _TAR, depth, _tar_value), *out]
+
+
+# git: global options before the subcommand (the rules decide about -c / -C / --git-dir…; they
+# are skipped here only to find the subcommand), then per-subcommand command-running options.
+_GIT_GLOBAL_FLAGS = frozenset({"-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects",
+                               "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs",
+                               "--icase-pathspecs", "--no-optional-locks", "--no-advice",
+                               "--no-lazy-fetch"})
+_GIT_GLOBAL_WITH_ARG = frozenset({"-c", "-C", "--git-dir", "--work-tree", "--namespace",
+                                  "--exec-path", "--config-env", "--super-prefix"})
+_GIT = {
+    "rebase": _Options(long=frozenset({"exec"}), short="x", short_arg="sXC"),
+    "grep": _Options(long=frozenset({"open-files-in-pager"}), short="O", short_arg="efABCm",
+                     optional=frozenset({"open-files-in-pager", "O"})),
+    "fetch": _Options(long=frozenset({"upload-pack"})),
+    "pull": _Options(long=frozenset({"upload-pack"}), short="u"),
+    "clone": _Options(long=frozenset({"upload-pack", "template", "config"}), short="uc",
+                      short_arg="objs"),
+    "ls-remote": _Options(long=frozenset({"upload-pack"}), short="u"),
+    "push": _Options(long=frozenset({"receive-pack", "exec"})),
+    "archive": _Options(long=frozenset({"exec"}), short_arg="o"),
+    "fetch-pack": _Options(long=frozenset({"upload-pack", "exec"})),
+    "send-pack": _Options(long=frozenset({"receive-pack", "exec"})),
+    "difftool": _Options(long=frozenset({"extcmd"}), short="x", short_arg="t"),
+}
+
+
+def _git_value(option: str, value: Word) -> Word | None:
+    # a clone's template directory brings hooks, and its config can name programs: what they
+    # run cannot be read from the command line
+    return None if option in ("template", "config", "-c") else value
+
+
+def _git(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    argv = cmd.argv
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if not isinstance(arg, str) or not arg.startswith("-"):
+            break
+        key = arg.split("=", 1)[0]
+        if arg in _GIT_GLOBAL_FLAGS or ("=" in arg and key in _GIT_GLOBAL_WITH_ARG):
+            i += 1
+        elif arg in _GIT_GLOBAL_WITH_ARG:
+            i += 2
+        else:
+            return [cmd]  # an option this parser does not know: the rules decide
+    if i >= len(argv) or not isinstance(argv[i], str):
+        return [cmd]
+    sub = argv[i]
+    if sub == "bisect" and i + 1 < len(argv) and argv[i + 1] == "run":
+        inner = argv[i + 2 :]
+        if not inner:
+            return [cmd, _unknown(cmd.text, "git bisect run without a command", argv)]
+        return [cmd, *_resolve(inner, cmd.text, depth)]
+    if sub == "submodule":
+        return [cmd, *_git_foreach(cmd, i + 1, depth)]
+    spec = _GIT.get(str(sub))
+    if spec is None:
+        return [cmd]
+    return _run_options(cmd, i + 1, spec, depth, _git_value)
+
+
+def _git_foreach(cmd: SimpleCommand, i: int, depth: int) -> list[SimpleCommand]:
+    argv = cmd.argv
+    while i < len(argv) and argv[i] in ("-q", "--quiet"):
+        i += 1
+    if i >= len(argv) or argv[i] != "foreach":
+        return []
+    i += 1
+    while i < len(argv) and argv[i] in ("--recursive", "-q", "--quiet", "--"):
+        i += 1
+    words = argv[i:]
+    if any(isinstance(w, Dynamic) for w in words):
+        return [_unknown(cmd.text, "git submodule foreach runs a command computed at run time",
+                         argv)]
+    if not words:
+        return [_unknown(cmd.text, "git submodule foreach without a command", argv)]
+    # git hands the first word to the shell as code, the rest as its arguments
+    line = " ".join([str(words[0]), *(shlex.quote(str(w)) for w in words[1:])])
+    return _runs(cmd, line, "git submodule foreach", depth)
+
+
+_ZIP = _Options(long=frozenset({"unzip-command"}))
+
+
+def _zip(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    argv = cmd.argv
+    out = _run_options(cmd, 1, _ZIP, depth)
+    for i, arg in enumerate(argv[1:], start=1):
+        if isinstance(arg, str) and arg.startswith("-") and not arg.startswith("--") and "TT" in arg:
+            rest = arg[arg.index("TT") + 2 :].lstrip("=")
+            value = rest or (argv[i + 1] if i + 1 < len(argv) else "")
+            out.extend(_runs(cmd, value, "zip -TT", depth))
+    return out
+
+
+_RSYNC = _Options(long=frozenset({"rsh", "rsync-path"}), short="e", short_arg="BfMT")
+_MAN = _Options(long=frozenset({"pager", "html", "config-file"}), short="PHC",
+                short_arg="eELmMprRSsT", optional=frozenset({"html", "H"}))
+_RG = _Options(long=frozenset({"pre", "hostname-bin"}), short_arg="ABCEefgMmrTtjd")
+_AG = _Options(long=frozenset({"pager"}), short_arg="ABCGgmp")
+
+
+def _man_value(option: str, value: Word) -> Word | None:
+    return None if option in ("config-file", "-C") else value  # a config file names programs
+
+
+def _simple_options(spec: _Options, values: Callable[[str, Word], Word | None] | None = None
+                    ) -> Callable[[SimpleCommand, int], list[SimpleCommand]]:
+    def handler(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+        return _run_options(cmd, 1, spec, depth, values)
+
+    return handler
+
+
+_FD = _Options(long=frozenset({"exec", "exec-batch"}), short="xX", short_arg="eEtdScjo")
+
+
+def _fd(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    """`fd PATTERN -x CMD ARGS… [;]` runs CMD for each path found, like find -exec."""
+    argv = cmd.argv
+    out = [cmd]
+    for option, value, after in _command_options(argv, 1, _FD):
+        if option == "?" or value is None or isinstance(value, Dynamic):
+            return [_unknown(cmd.text, "fd runs a command computed at run time", argv)]
+        end = next((k for k in range(after, len(argv)) if argv[k] == ";"), len(argv))
+        inner = tuple(Dynamic(ONE, w) if isinstance(w, str) and "{" in w else w
+                      for w in (value, *argv[after:end]))
+        out.extend(_resolve((*inner, Dynamic(ONE, "<path>")), cmd.text, depth))
+    return out
+
+
+def _less(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    """less runs its own commands given as +CMD (! and | among them) and reads lesskey files,
+    which can set LESSOPEN."""
+    for arg in cmd.argv[1:]:
+        if isinstance(arg, Dynamic):
+            if _may_be_option(arg) or arg.text.startswith("+"):
+                return [_unknown(cmd.text, "less: a word computed at run time could be a "
+                                 "command", cmd.argv)]
+            continue
+        if arg == "--":
+            break
+        if arg.startswith("+") and not re.fullmatch(r"\+\+?(\d+|[GgF]|/[^!|]*)", arg):
+            return [_unknown(cmd.text, f"less runs the command {arg}", cmd.argv)]
+        if arg.startswith("--lesskey") or re.fullmatch(r"-[^-]*k.*", arg):
+            return [_unknown(cmd.text, "less reads a lesskey file, which can set LESSOPEN",
+                             cmd.argv)]
+    return [cmd]
+
+
+# sed: the program text, read for the commands that run programs or write files.
+_SED_SHORT_ARG = "eflL"
+_SED_FLAGS = frozenset("nrEsuzbi")
+_SED_STDIO = frozenset({"/dev/stdout", "/dev/stderr"})
+
+
+class _SedScript:
+    """A scanner for GNU sed scripts that finds `e`, `s///e` and writes (`w`, `W`, `s///w`).
+    Anything it does not recognise raises _Unknowable: better a prompt than a miss."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+
+    def _peek(self) -> str:
+        return self.text[self.i] if self.i < len(self.text) else ""
+
+    def _rest_of_line(self) -> str:
+        end = self.text.find("\n", self.i)
+        end = len(self.text) if end < 0 else end
+        line, self.i = self.text[self.i : end], end
+        return line
+
+    def _delimited(self, delimiter: str) -> None:
+        """Skip to just past the next unescaped ``delimiter``."""
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            self.i += 2 if c == "\\" else 1
+            if c == delimiter:
+                return
+        raise _Unknowable("sed: an unterminated regular expression")
+
+    def _address(self) -> None:
+        c = self._peek()
+        if c.isdigit():
+            while self._peek().isdigit() or self._peek() == "~":
+                self.i += 1
+        elif c == "$":
+            self.i += 1
+        elif c in ("/", "\\"):
+            if c == "\\":
+                self.i += 1
+            delimiter = self._peek()
+            self.i += 1
+            self._delimited(delimiter)
+            while self._peek() in ("I", "M"):
+                self.i += 1
+        else:
+            return
+        if self._peek() == ",":
+            self.i += 1
+            if self._peek() in ("+", "~"):
+                self.i += 1
+            self._address()
+
+    def effects(self) -> str | None:
+        """Why the script runs a program or writes a file, or None."""
+        text = self.text
+        while True:
+            while self._peek() and self._peek() in " \t\n;":
+                self.i += 1
+            c = self._peek()
+            if not c:
+                return None
+            if c == "#":
+                self._rest_of_line()
+                continue
+            self._address()
+            while self._peek() in (" ", "\t", "!"):
+                self.i += 1
+            c = self._peek()
+            self.i += 1
+            if not c:
+                raise _Unknowable("sed: an address without a command")
+            if c in "{}=dDgGhHlLnNpPqQxzF":
+                while self._peek().isdigit():
+                    self.i += 1  # q5, l 40
+            elif c in ":btTv":
+                while self.i < len(text) and text[self.i] not in ";\n":
+                    self.i += 1
+            elif c in "aicrR":
+                # text (continued by a trailing backslash), or a file read: neither runs
+                # nor writes
+                line = self._rest_of_line()
+                while line.endswith("\\") and self.i < len(text):
+                    self.i += 1
+                    line = self._rest_of_line()
+            elif c in "wW":
+                target = self._rest_of_line().strip()
+                if target not in _SED_STDIO:
+                    return f"sed writes the file {target or '?'}"
+            elif c == "e":
+                return "sed e runs a command"
+            elif c in "sy":
+                delimiter = self._peek()
+                if not delimiter or delimiter in "\n\\":
+                    raise _Unknowable("sed: a bad s or y command")
+                self.i += 1
+                self._delimited(delimiter)
+                self._delimited(delimiter)
+                if c == "s":
+                    while self._peek() and self._peek() in "gpiImMe0123456789w":
+                        flag = self._peek()
+                        self.i += 1
+                        if flag == "e":
+                            return "sed s///e runs the pattern space as a command"
+                        if flag == "w":
+                            target = self._rest_of_line().strip()
+                            if target not in _SED_STDIO:
+                                return f"sed s///w writes the file {target or '?'}"
+            else:
+                raise _Unknowable(f"sed: unrecognised command {c!r}")
+
+
+def _sed(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    argv = cmd.argv
+    scripts: list[str] = []
+    operands: list[Word] = []
+    sandboxed = False
+    i = 1
+    try:
+        while i < len(argv):
+            arg = argv[i]
+            i += 1
+            if isinstance(arg, Dynamic):
+                if _may_be_option(arg) or not (scripts or operands):
+                    raise _Unknowable("the script or an option is computed at run time")
+                operands.append(arg)
+                continue
+            if arg == "--":
+                operands.extend(argv[i:])
+                break
+            if arg.startswith("--"):
+                key, eq, value = arg[2:].partition("=")
+                if key and "expression".startswith(key):
+                    scripts.append(_literal(value if eq else argv[i]) if eq or i < len(argv) else "")
+                    i += 0 if eq else 1
+                elif key and "file".startswith(key):
+                    raise _Unknowable("sed -f runs a script file this policy cannot read")
+                elif key == "sandbox":
+                    sandboxed = True  # GNU sed refuses e, w and r in sandbox mode
+                elif key and "line-length".startswith(key) and not eq:
+                    i += 1
+                continue
+            if not arg.startswith("-") or arg == "-":
+                operands.append(arg)
+                continue
+            for j, letter in enumerate(arg[1:], start=2):
+                if letter == "i":
+                    break  # -i[SUFFIX]: the rest is the suffix
+                if letter in _SED_SHORT_ARG:
+                    value = arg[j:] or (_literal(argv[i]) if i < len(argv) else "")
+                    i += 0 if arg[j:] else 1
+                    if letter == "e":
+                        scripts.append(value)
+                    elif letter == "f":
+                        raise _Unknowable("sed -f runs a script file this policy cannot read")
+                    break
+                if letter not in _SED_FLAGS:
+                    raise _Unknowable(f"unrecognised option -{letter}")
+        if not scripts:
+            if not operands:
+                return [cmd]
+            scripts.append(_literal(operands[0]))
+        why = None if sandboxed else _SedScript("\n".join(scripts)).effects()
+    except _Unknowable as exc:
+        return [_unknown(cmd.text, f"sed: {exc}", argv)]
+    return [cmd] if why is None else [_unknown(cmd.text, why, argv)]
+
+
+_AWK_SOURCE_OPTIONS = re.compile(r"^-(f|-file|i|-include|l|-load|E|-exec|W|e|-source)")
+
+
+def _awk(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    """An awk program runs commands only through system(), pipes (`| getline`, `print |`),
+    and writes through `>`; gawk's @-calls and extensions load more. Any of those → UNKNOWN."""
+    argv = cmd.argv
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if isinstance(arg, Dynamic):
+            return [_unknown(cmd.text, "awk: the program or an option is computed at run time",
+                             argv)]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        if _AWK_SOURCE_OPTIONS.match(arg):
+            return [_unknown(cmd.text, f"awk {arg} runs a program this policy cannot read", argv)]
+        if arg in ("-v", "-F", "--assign", "--field-separator"):
+            i += 2
+        elif arg.startswith(("-v", "-F", "--assign=", "--field-separator=")) or arg in (
+                "-P", "--posix", "-c", "--traditional", "-S", "--sandbox", "-s"):
+            i += 1
+        else:
+            return [_unknown(cmd.text, f"awk: unrecognised option {arg}", argv)]
+    if i >= len(argv):
+        return [cmd]
+    program = argv[i]
+    if isinstance(program, Dynamic):
+        return [_unknown(cmd.text, "awk: the program is computed at run time", argv)]
+    if re.search(r"system|[|>@]", program):
+        return [_unknown(cmd.text, "the awk program may run commands or write files (system, "
+                         "a pipe, a redirection or an @-call)", argv)]
+    return [cmd]
+
+
+def _read_builtin(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    """`read PATH`, `printf -v PATH …`, `mapfile PATH` assign variables by name."""
+    name = cmd.argv[0]
+    words = cmd.argv[1:3] if name == "printf" else cmd.argv[1:]
+    if name == "printf" and not (words and isinstance(words[0], str)
+                                 and words[0].startswith("-v")):
+        return [cmd]
+    for word in words:
+        if isinstance(word, Dynamic):
+            return [_unknown(cmd.text, f"{name} assigns a variable named at run time", cmd.argv)]
+        target = word.removeprefix("-v") if name == "printf" else word
+        if _RISKY_VARS.match(target.split("[", 1)[0]):
+            return [_unknown(cmd.text, f"{name} assigns {target}, which can change what "
+                             "programs run", cmd.argv)]
+    return [cmd]
+
+
+_LAUNCHING: dict[str, Callable[[SimpleCommand, int], list[SimpleCommand]]] = {
+    "sort": _sort,
+    "tar": _tar,
+    "git": _git,
+    "zip": _zip,
+    "rsync": _simple_options(_RSYNC),
+    "man": _simple_options(_MAN, _man_value),
+    "rg": _simple_options(_RG),
+    "ag": _simple_options(_AG),
+    "fd": _fd,
+    "fdfind": _fd,
+    "less": _less,
+    "sed": _sed,
+    "gsed": _sed,
+    "awk": _awk,
+    "gawk": _awk,
+    "mawk": _awk,
+    "nawk": _awk,
+    "read": _read_builtin,
+    "printf": _read_builtin,
+    "mapfile": _read_builtin,
+    "readarray": _read_builtin,
+    "getopts": _read_builtin,
+}

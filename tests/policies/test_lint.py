@@ -11,8 +11,9 @@ from policies.lint import lint
 RULE = '[[shell.rules]]\nid = "{id}"\npattern = {pattern}\ndecision = "{decision}"\njustification = "j"\n'
 
 
-def _codes(path: Path) -> list[tuple[str, str | None, str]]:
-    return [(f.code, f.rule_id, f.source.rsplit(":", 1)[-1]) for f in lint(load_policy(path))]
+def _codes(path: Path, only: str | None = None) -> list[tuple[str, str | None, str]]:
+    return [(f.code, f.rule_id, f.source.rsplit(":", 1)[-1]) for f in lint(load_policy(path))
+            if only is None or f.code == only]
 
 
 @pytest.mark.parametrize("preset", ["default", "strict", "ci"])
@@ -28,7 +29,7 @@ def test_shadowed_rule_is_reported_with_its_line(write_policy: Callable[..., Pat
             + RULE.format(id="ls-x", pattern='["ls", "-l", "-x"]', decision="deny")  # line 17
             + RULE.format(id="cat", pattern='[["cat", "tac"]]', decision="deny")  # line 22
             + RULE.format(id="cat2", pattern='["cat", "-n"]', decision="allow"))  # line 27
-    assert _codes(write_policy(text)) == [
+    assert _codes(write_policy(text), "shadowed-rule") == [
         ("shadowed-rule", "git-push", "7"),
         ("shadowed-rule", "ls-x", "17"),
         ("shadowed-rule", "cat2", "27"),
@@ -41,7 +42,7 @@ def test_not_shadowed_when_later_rule_is_broader(write_policy: Callable[..., Pat
             + RULE.format(id="git", pattern='["git"]', decision="allow")
             + RULE.format(id="find-del", pattern='["find", "**", "-delete"]', decision="prompt")
             + RULE.format(id="find", pattern='["find"]', decision="allow"))
-    assert _codes(write_policy(text)) == []
+    assert _codes(write_policy(text), "shadowed-rule") == []
 
 
 @pytest.mark.parametrize(
@@ -51,7 +52,7 @@ def test_not_shadowed_when_later_rule_is_broader(write_policy: Callable[..., Pat
 )
 def test_escapable_allow(write_policy: Callable[..., Path], pattern: str) -> None:
     text = "version = 1\n" + RULE.format(id="r", pattern=pattern, decision="allow")
-    assert _codes(write_policy(text)) == [("escapable-allow", "r", "2")]
+    assert _codes(write_policy(text), "escapable-allow") == [("escapable-allow", "r", "2")]
 
 
 def test_prompting_for_an_interpreter_is_fine(write_policy: Callable[..., Path]) -> None:
