@@ -330,16 +330,16 @@ class Dispatcher:
                 record.background, record.outcome = True, "running in the background"
                 output = None
             else:
-                async with contextlib.AsyncExitStack() as stack:
-                    for key in self._resources(item):
-                        await stack.enter_async_context(self._locks.setdefault(key,
-                                                                               asyncio.Lock()))
-                    try:
-                        async with asyncio.timeout(deadline):
-                            output = await run()
-                    except TimeoutError:
-                        raise SandboxTimeout(f"the call ran past its {deadline:g} s deadline"
-                                             ) from None
+                try:
+                    # The deadline covers waiting for the resource too: a call queued behind a
+                    # slow one on the same browser or file still ends on time.
+                    async with asyncio.timeout(deadline), contextlib.AsyncExitStack() as stack:
+                        for key in self._resources(item):
+                            await stack.enter_async_context(
+                                self._locks.setdefault(key, asyncio.Lock()))
+                        output = await run()
+                except TimeoutError:
+                    raise SandboxTimeout(f"the call ran past its {deadline:g} s deadline") from None
                 if not self._valid(item, output):
                     output = error_output(item, "internal error: the handler returned an "
                                                 "output that does not answer this call")

@@ -168,6 +168,24 @@ async def test_handler_deadline_still_answers_in_call_order() -> None:
     assert second["output"] == "fast b"
 
 
+async def test_waiting_for_a_shared_resource_counts_against_the_deadline() -> None:
+    release = asyncio.Event()
+
+    async def hold(city: str) -> str:
+        await release.wait()  # holds the browser until the test lets go: past any deadline
+        return "held"
+
+    tools = FunctionTools()
+    tools.add(FunctionTool("hold", hold, parameters=CITY, resource=("browser",)))
+    tools.add(FunctionTool("page", lambda city: "page " + city, parameters=CITY, resource=("browser",)))
+    run = await run_loop([[function_call("hold", {"city": "a"}), function_call("page", {"city": "b"})],
+                          [message("ok")]], Toolbox(functions=tools, call_timeout_s=0.3))
+    release.set()
+    first, second = run.outputs(1)
+    # The second call never got the browser: it times out on its own deadline, not the first's.
+    assert first["output"] == second["output"] == "timed out: the call ran past its 0.3 s deadline"
+
+
 async def test_calls_run_concurrently_but_shared_resources_in_order() -> None:
     barrier = asyncio.Barrier(3)
     log: list[str] = []
