@@ -109,6 +109,7 @@ _PREFIX: dict[type[BaseException], str] = {
     BinaryFile: "binary file",
     PatchError: "patch failed",
     SandboxError: "sandbox error",
+    SandloopError: "error",
 }
 
 
