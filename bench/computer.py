@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
 
 from openai.types.responses import ResponseComputerToolCall
+from playwright.async_api import Route
 
 from executor.handlers.computer import handle_computer_call
 from sandbox.browser import BrowserConfig, PlaywrightBrowser, docker_available, open_browser
@@ -47,6 +48,10 @@ def _click_call() -> ResponseComputerToolCall:
         "pending_safety_checks": [], "actions": [{"type": "click", "button": "left", "x": 200, "y": 130}]})
 
 
+async def _fetch_on_host(route: Route) -> None:
+    await route.fulfill(response=await route.fetch())
+
+
 async def _bench(placement: str, url: str, rounds: int) -> None:
     starts = []
     for _ in range(3):
@@ -62,6 +67,8 @@ async def _bench(placement: str, url: str, rounds: int) -> None:
         assert browser._browser is not None
         raw_context = await browser._browser.new_context(viewport={"width": 1280, "height": 800},
                                                          device_scale_factor=1)
+        # the container has no network: the raw page gets its bytes the way sandloop's does
+        await raw_context.route("**/*", lambda route: _fetch_on_host(route))
         raw = await raw_context.new_page()
         await raw.goto(url)
         item = _click_call()

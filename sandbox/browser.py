@@ -5,15 +5,22 @@ and return ONE screenshot; navigate/back/forward; the current URL; close. Two pl
 behind it and share every line of page logic (:class:`PlaywrightBrowser`); they differ only in
 where Chromium runs:
 
-* :class:`ContainerBrowser` — Chromium inside a hardened container (the ``browser`` image),
-  attached with ``connect_over_cdp`` over a debugging port bound to 127.0.0.1 only;
+* :class:`ContainerBrowser` — Chromium inside a hardened container (the ``browser`` image) with
+  no network at all, driven over ``--remote-debugging-pipe`` relayed through the container's
+  attached stdin/stdout (:mod:`sandbox.browser_relay`): no debugging port exists anywhere;
 * :class:`LocalBrowser` — Playwright launches Chromium on the host (for users without Docker).
 
 Isolation inside the page is the same for both: fixed viewport at device scale factor 1, one
 context per session, downloads and service workers refused, only http(s) (and about:blank)
 navigations, and every request — navigations, subresources, fetch(), websockets — checked by
-``allow_url`` through Playwright routing. A crashed browser is restarted and the call still gets
-a screenshot; a bad action is reported in :attr:`Screenshot.notes`, never raised.
+``allow_url`` through Playwright routing. An allowed request is then fetched by Playwright's
+driver on the host (``route.fetch``) and handed to the page (``route.fulfill``), in both
+placements: one code path, and the only way the network-less container gets any bytes.
+Playwright never routes the hops of a redirect the browser follows, so that fetch follows none:
+each Location is checked first, then a navigation's hop becomes a navigation of its own (routed
+and checked again) and a subresource's hop is fetched on the host. A crashed browser is
+restarted and the call still gets a screenshot; a bad action is reported in
+:attr:`Screenshot.notes`, never raised.
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ import asyncio
 import base64
 import html
 import io
+import json
 import logging
 import math
-import os
 import re
+import shlex
 import shutil
-import socket
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -37,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from openai.types.responses import computer_action as ca
 from PIL import Image
@@ -91,6 +100,8 @@ COMMON_ARGS = (
     "--password-store=basic",
 )
 _NAV_SCHEMES = frozenset({"http", "https"})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 20
 _NET_SCHEMES = frozenset({"http", "https", "ws", "wss"})
 _MOUSE_BUTTONS: dict[str, Literal["left", "right", "middle"]] = {
     "left": "left",
@@ -124,6 +135,10 @@ _SETTLE_JS = """frame => new Promise(resolve => {
     const v = !!window.__sandloopNavigating || (!!submit && !submit.defaultPrevented);
     window.__sandloopNavigating = false; window.__sandloopSubmit = null; resolve(v); };
   frame ? requestAnimationFrame(() => setTimeout(done, 0)) : setTimeout(done, 0); })"""
+# What an allowed navigation redirect is answered with (see PlaywrightBrowser._forward): a stub
+# document that replaces itself with the target once loaded, so the next hop is a navigation of
+# its own, routed and checked, and the page ends up at the target's URL and origin.
+_REDIRECT_STUB = "<!doctype html><title>redirecting</title><body onload='location.replace({target})'>"
 _INVALID_SELECTORS_JS = """sels => sels.filter(s => {
   try { document.querySelector(s); return false; } catch (e) { return true; } })"""
 # Redaction is a stylesheet applied only while capturing (Playwright's screenshot `style`, which
@@ -149,7 +164,12 @@ class BrowserConfig:
     allow_url: UrlCheck | None = None
     #: Called for every blocked request or navigation (in addition to the log).
     on_block: Callable[[BlockedRequest], None] | None = None
-    extra_args: tuple[str, ...] = ()  # e.g. --host-resolver-rules=...
+    extra_args: tuple[str, ...] = ()  # extra Chromium flags
+    #: host name -> IP address the host-side fetch connects to instead of resolving the name
+    #: (like curl's --resolve; tests serve made-up names on 127.0.0.1). The rules still see the
+    #: URL as the page wrote it, and the server gets the original Host header. Plain http only:
+    #: an https URL rewritten to an address would fail its certificate check.
+    resolve: Mapping[str, str] = field(default_factory=dict)
     navigation_timeout_s: float = 15.0
     settle_timeout_s: float = 5.0  # how long to let a navigation an action started land
 
@@ -273,6 +293,10 @@ def _blocked_page(url: str, verdict: Verdict) -> str:
 class PlaywrightBrowser(Browser):
     """All page logic; subclasses only say how to get a Playwright ``Browser``."""
 
+    #: Whether Chromium itself can open connections. Playwright's websocket routing opens an
+    #: allowed socket from inside the page, so without a network it cannot be forwarded.
+    page_has_network = True
+
     def __init__(self, config: BrowserConfig | None = None) -> None:
         self.config = config or BrowserConfig()
         self.viewport = self.config.viewport
@@ -284,6 +308,12 @@ class PlaywrightBrowser(Browser):
         self._lock = asyncio.Lock()
         self._nav_done = asyncio.Event()  # a main-frame navigation committed or failed
         self._blocked: dict[str, Verdict] = {}  # URLs we served the blocked page for
+        # A main-frame redirect in flight (see _forward): cleared when a stub is served, set once
+        # the document that ends the chain (a page, the blocked page, an error page) commits.
+        self._redirect_done = asyncio.Event()
+        self._redirect_done.set()
+        self._chain_answered = False  # the chain's last response was sent, not yet committed
+        self._redirect_hops: dict[str, int] = {}  # a stub's target -> redirects that led to it
         self.blocked_requests: list[BlockedRequest] = []
         self.restarts = 0
         # one rule per selector: an invalid selector must not void the others (checked at start)
@@ -337,6 +367,7 @@ class PlaywrightBrowser(Browser):
             return
         try:
             await page.goto(self.config.start_url, wait_until="load")
+            await self._through_redirects(page)
         except PlaywrightError as exc:
             log.warning("start URL %s did not load: %s", self.config.start_url, exc)
 
@@ -395,10 +426,17 @@ class PlaywrightBrowser(Browser):
     def _on_request_failed(self, request: Request) -> None:
         if self._main_frame_nav(request):
             self._nav_done.set()
+            # not the end of a redirect chain yet: the error page it gets commits next
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         if frame.parent_frame is None:
             self._nav_done.set()
+            self._chain_landed()
+
+    def _chain_landed(self) -> None:
+        if self._chain_answered:
+            self._chain_answered = False
+            self._redirect_done.set()
 
     def _on_download(self, download: Download) -> None:
         self._nav_done.set()
@@ -457,26 +495,116 @@ class PlaywrightBrowser(Browser):
         verdict = self._check(request.url)
         try:
             if verdict.allowed:
-                await route.fallback()
-                return
-            nav = request.is_navigation_request()
-            self._report(BlockedRequest(request.url, verdict, nav, "navigation" if nav else "request"))
-            if nav:  # a plain page that says which rule blocked it, instead of an error
-                self._blocked[request.url] = verdict
-                await route.fulfill(
-                    status=403,
-                    content_type="text/html; charset=utf-8",
-                    body=_blocked_page(request.url, verdict),
-                )
+                await self._forward(route)
             else:
-                await route.abort("blockedbyclient")
+                await self._refuse(route, request.url, verdict)
         except PlaywrightError as exc:  # the page went away while we decided
             log.debug("route for %s: %s", request.url, exc)
 
+    def _fetch_target(self, url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The URL the host-side fetch opens and the headers it sends (``config.resolve``)."""
+        parts = urlsplit(url)
+        address = self.config.resolve.get(parts.hostname or "")
+        if address is None:
+            return url, headers
+        netloc = address + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc)), {**headers, "host": parts.netloc}
+
+    async def _forward(self, route: Route) -> None:
+        """Fetch an allowed request on the host and answer the page with the response.
+
+        Playwright never routes the hops of a redirect the browser follows, so the fetch
+        follows none (``max_redirects=0``) and every Location is checked here first. A blocked
+        hop is blocked like the request itself. An allowed hop of a navigation is answered with
+        :data:`_REDIRECT_STUB`, so the browser navigates to it (through this route again) and
+        lands on its real URL; a subresource's hop is fetched here, and the page gets the last
+        response under the first URL.
+        """
+        request = route.request
+        navigation = request.is_navigation_request()
+        hops = 0
+        if navigation:  # what this URL does now decides; forget what it did last time
+            self._blocked.pop(request.url, None)
+            hops = self._redirect_hops.pop(request.url, 0)
+        if self._main_frame_nav(request):
+            # Any answer but a stub ends a redirect chain. Marked before answering: the commit
+            # event can arrive before fulfill returns. The stub branch below takes it back.
+            self._chain_answered = True
+        url, method, headers, post_data = request.url, request.method, request.headers, request.post_data_buffer
+        timeout = self.config.navigation_timeout_s * 1000
+        for _ in range(_MAX_REDIRECTS + 1):
+            fetch_url, fetch_headers = self._fetch_target(url, headers)
+            try:
+                response = await route.fetch(
+                    url=fetch_url, method=method, headers=fetch_headers, post_data=post_data,
+                    max_redirects=0, timeout=timeout,
+                )
+            except PlaywrightError as exc:  # unreachable host, reset, timeout: a network error
+                log.info("fetch of %s failed: %s", url, _first_line(exc))
+                await route.abort("failed")
+                return
+            location = response.headers.get("location")
+            if response.status not in _REDIRECTS or not location:
+                await route.fulfill(response=response)
+                return
+            await response.dispose()
+            target = urljoin(url, location)
+            verdict = self._check(target)
+            if not verdict.allowed:
+                await self._refuse(route, target, verdict)
+                return
+            if navigation:
+                if hops >= _MAX_REDIRECTS:  # a loop across stubs (A -> B -> A ...)
+                    break
+                self._redirect_hops[target] = hops + 1
+                if self._main_frame_nav(request):
+                    self._chain_answered = False
+                    self._redirect_done.clear()
+                body = _REDIRECT_STUB.format(target=html.escape(json.dumps(target)))
+                await route.fulfill(status=200, content_type="text/html; charset=utf-8", body=body)
+                return
+            method, headers, post_data = _next_hop(response.status, method, headers, post_data, url, target)
+            url = target
+        log.info("too many redirects from %s", request.url)
+        await route.abort("failed")
+
+    async def _refuse(self, route: Route, url: str, verdict: Verdict) -> None:
+        """Block ``route`` because of ``url`` (the request's own, or where it redirects)."""
+        request = route.request
+        nav = request.is_navigation_request()
+        self._report(BlockedRequest(url, verdict, nav, "navigation" if nav else "request"))
+        if nav:  # a plain page that says which rule blocked it, instead of an error
+            self._blocked[request.url] = verdict
+            await route.fulfill(
+                status=403,
+                content_type="text/html; charset=utf-8",
+                body=_blocked_page(url, verdict),
+            )
+        else:
+            await route.abort("blockedbyclient")
+
+    async def _through_redirects(self, page: Page) -> None:
+        """Wait until a redirect the main frame is following (see :meth:`_forward`) has landed."""
+        if self._redirect_done.is_set():
+            return
+        timeout = self.config.navigation_timeout_s
+        try:
+            await asyncio.wait_for(self._redirect_done.wait(), timeout)
+        except TimeoutError:  # the stub was left some other way; do not wait for it again
+            log.info("a redirect from %s did not land", page.url)
+            self._redirect_done.set()
+            return
+        with suppress(PlaywrightError):
+            await page.wait_for_load_state("load", timeout=timeout * 1000)
+
     async def _on_websocket(self, ws: WebSocketRoute) -> None:
         verdict = self._check(ws.url)
-        if verdict.allowed:
+        if verdict.allowed and self.page_has_network:
             ws.connect_to_server()  # no handlers set: messages pass through unchanged
+            return
+        if verdict.allowed:  # the page's own socket would have nowhere to go
+            log.warning("websocket %s refused: no websocket transport in this placement", ws.url)
+            await ws.close(code=1011, reason="websockets are not available in this browser")
             return
         self._report(BlockedRequest(ws.url, verdict, False, "websocket"))
         await ws.close(code=1008, reason="blocked by sandloop")
@@ -627,6 +755,7 @@ class PlaywrightBrowser(Browser):
             await asyncio.wait_for(self._nav_done.wait(), timeout)
         with suppress(PlaywrightError):  # still loading: the screenshot shows how far it got
             await page.wait_for_load_state("load", timeout=timeout * 1000)
+        await self._through_redirects(page)
 
     # -- capture ---------------------------------------------------------------------------
     async def _capture_or_restart(self, display: Size, notes: list[str]) -> Screenshot:
@@ -662,6 +791,7 @@ class PlaywrightBrowser(Browser):
                 return await self._where(page, notes, verdict)
             try:
                 await page.goto(url, wait_until="load")
+                await self._through_redirects(page)
             except PlaywrightError as exc:
                 if not await self._alive(page):
                     notes.append(f"the browser died while navigating to {url}")
@@ -684,6 +814,7 @@ class PlaywrightBrowser(Browser):
             try:
                 if await go(wait_until="load") is None and page.url == "about:blank":
                     notes.append(f"there is no page to go {direction} to")
+                await self._through_redirects(page)
             except PlaywrightError as exc:
                 notes.append(f"going {direction} did not finish: {_first_line(exc)}")
             note = await self._recheck(page)
@@ -708,6 +839,25 @@ class PlaywrightBrowser(Browser):
         async with self._lock:
             page, _ = await self._ensure_page()
             return await page.evaluate(expression)
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _next_hop(
+    status: int, method: str, headers: Mapping[str, str], body: bytes | None, source: str, target: str
+) -> tuple[str, dict[str, str], bytes | None]:
+    """The request a browser makes for a redirect's next hop (the Fetch standard's rules)."""
+    out = dict(headers)
+    if (status == 303 and method not in ("GET", "HEAD")) or (status in (301, 302) and method == "POST"):
+        method, body = "GET", b""  # b"", not None: None would make route.fetch resend the original
+        for name in ("content-type", "content-length", "content-encoding", "content-language", "content-location"):
+            out.pop(name, None)
+    if _origin(source) != _origin(target):
+        out.pop("authorization", None)  # credentials the page set for one origin stay there
+    return method, out, body
 
 
 def _rest(index: int, total: int) -> str:
@@ -816,18 +966,19 @@ class ContainerLimits:
 
 
 class ContainerBrowser(PlaywrightBrowser):
-    """Chromium in a hardened container, driven over CDP from the host.
+    """Chromium in a hardened container with no network, driven from the host over a pipe.
 
-    Network: the container shares the host's network namespace (``network_mode="host"``).
-    That is the one way it can reach pages served on the host's 127.0.0.1 without aiming at a
-    non-loopback address (a bridge network would need the docker0 gateway IP), and it lets
-    ``--remote-debugging-address=127.0.0.1`` keep the debugging port on loopback. The price:
-    the namespace gives no network isolation, so egress control rests entirely on Playwright
-    routing (every page request, websockets included, passes ``allow_url``) plus the flags that
-    stop Chromium's own background traffic; and any local user can reach the debugging port
-    while the session runs. Everything else is locked down: no capabilities, no privilege
-    gain, read-only root, tmpfs for /tmp and the profile, memory and pid limits, uid 1000.
+    Network: ``network_mode="none"`` — the container has only a loopback interface. Playwright
+    launches :mod:`sandbox.browser_relay` as its "Chromium": it starts the container and relays
+    the debugging pipe (fds 3/4) over the container's attached stdin/stdout, so no debugging port
+    exists for another local user or a compromised renderer to reach. Page traffic is fetched
+    on the host by Playwright after the domain rules (``PlaywrightBrowser._forward``); nothing
+    the page does can open a connection of its own. Everything else is locked down as before:
+    no capabilities, no privilege gain, read-only root, tmpfs for /tmp and the profile, memory
+    and pid limits, uid 1000.
     """
+
+    page_has_network = False
 
     def __init__(
         self,
@@ -842,97 +993,112 @@ class ContainerBrowser(PlaywrightBrowser):
         self.limits = limits or ContainerLimits()
         self.start_timeout_s = start_timeout_s
         self.container_id: str | None = None
+        self._container_name: str | None = None
         self._docker: Any = None
+        self._workdir: Path | None = None  # the relay's spec and wrapper script
 
-    def _run_container(self, port: int) -> str:
+    def _spec(self, name: str) -> dict[str, Any]:
+        """What the relay creates: the hardened container (docker SDK ``create`` arguments)."""
         import docker  # imported here so the local placement works without the docker SDK
 
         from sandbox import images
 
         if self._docker is None:
             self._docker = docker.from_env()
-        image = images.ensure(self._docker, "browser")
-        command = [
-            "chromium",
-            "--headless",
-            "--no-sandbox",  # the container is the sandbox; user namespaces are not available
-            *COMMON_ARGS,
-            "--remote-debugging-address=127.0.0.1",
-            f"--remote-debugging-port={port}",
-            "--user-data-dir=/home/sandbox/profile",
-            *self.config.extra_args,
-            "about:blank",
-        ]
+        from sandbox.docker import owner_labels
+
+        # The same owner labels as the shell containers (pid, its start time, host, expiry), so
+        # the reaper removes a browser whose front-end died, not only an expired one.
         labels = {
-            "sandloop.session": self.session_id,
-            "sandloop.owner_pid": str(os.getpid()),
-            "sandloop.expires": str(int(time.time()) + self.limits.ttl_s),
+            **owner_labels(self.session_id, self.limits.ttl_s, self.limits.ttl_s),
             "sandloop.kind": "browser",
             **self.limits.labels,
         }
-        container = self._docker.containers.run(
-            image,
-            command,
-            detach=True,
-            init=True,  # reap Chromium's helper processes
-            user="1000:1000",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs={
+        create = {
+            "init": True,  # reap Chromium's helper processes
+            "user": "1000:1000",
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "read_only": True,
+            "tmpfs": {
                 "/tmp": "rw,nosuid,nodev,size=256m,mode=1777",
                 "/home/sandbox": "rw,nosuid,nodev,size=512m,uid=1000,gid=1000,mode=0700",
             },
-            environment={"HOME": "/home/sandbox"},
-            network_mode="host",
-            mem_limit=self.limits.memory,
-            pids_limit=self.limits.pids,
-            shm_size=self.limits.shm,
-            labels=labels,
-            name=f"sandloop-browser-{self.session_id}-{self.restarts}",
-        )
-        return str(container.id)
+            "environment": {"HOME": "/home/sandbox"},
+            "network_mode": "none",
+            "mem_limit": self.limits.memory,
+            "pids_limit": self.limits.pids,
+            "shm_size": self.limits.shm,
+            "labels": labels,
+            "name": name,
+        }
+        return {"image": images.ensure(self._docker, "browser"), "executable": "chromium", "create": create}
 
-    def _container_state(self) -> tuple[str, str]:
-        container = self._docker.containers.get(self.container_id)
-        logs = container.logs(tail=20).decode(errors="replace") if container.status != "running" else ""
-        return str(container.status), logs
+    def _wrapper(self, spec: dict[str, Any]) -> Path:
+        """Write the spec and the executable Playwright launches (it runs the relay)."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="sandloop-browser-"))
+        spec_path = self._workdir / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        wrapper = self._workdir / "chromium"
+        command = shlex.join([sys.executable, "-m", "sandbox.browser_relay", str(spec_path)])
+        wrapper.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        wrapper.chmod(0o700)
+        return wrapper
 
     async def _launch(self, pw: Playwright) -> PWBrowser:
-        port = _free_port()
+        name = f"sandloop-browser-{self.session_id}-{self.restarts}"
         try:
-            self.container_id = await asyncio.to_thread(self._run_container, port)
-        except Exception as exc:  # docker SDK errors, engine down
+            spec = await asyncio.to_thread(self._spec, name)
+        except Exception as exc:  # docker SDK errors, engine down, image build failed
             raise SandboxUnavailable(f"browser container did not start: {exc}") from exc
-        deadline = time.monotonic() + self.start_timeout_s
-        while True:
-            try:
-                return await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}", timeout=5000)
-            except PlaywrightError as exc:
-                status, logs = await asyncio.to_thread(self._container_state)
-                if status != "running" or time.monotonic() > deadline:
-                    await self._release()
-                    raise SandboxUnavailable(
-                        f"Chromium in the container is not reachable ({status}): {logs[-500:] or exc}"
-                    ) from exc
-                await asyncio.sleep(0.1)
+        self._container_name = name
+        try:
+            browser = await pw.chromium.launch(
+                executable_path=self._wrapper(spec),
+                headless=True,  # Playwright adds --no-sandbox: the container is the sandbox
+                args=[*COMMON_ARGS, *self.config.extra_args],
+                timeout=self.start_timeout_s * 1000,
+            )
+            self.container_id = await asyncio.to_thread(self._container_id, name)
+        except Exception as exc:  # launch failed (the relay's log is in the message) or no container
+            await self._release()
+            self._drop_workdir()  # nobody may call close() after a failed start
+            raise SandboxUnavailable(f"Chromium in the container did not start: {_first_line(exc)}") from exc
+        return browser
 
-    def _remove(self, container_id: str) -> None:
+    def _container_id(self, name: str) -> str:
+        return str(self._docker.containers.get(name).id)
+
+    def _remove(self, name: str) -> None:
         import docker.errors
 
-        with suppress(docker.errors.NotFound):
-            self._docker.containers.get(container_id).remove(force=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._docker.containers.get(name).remove(force=True)
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                # 409: the relay is removing it right now; wait until it is gone
+                if exc.status_code != 409 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     async def _release(self) -> None:
-        container_id, self.container_id = self.container_id, None
-        if container_id is not None:
-            await asyncio.to_thread(self._remove, container_id)
+        # The relay removes its container when it exits; this covers a relay that was killed.
+        name, self._container_name, self.container_id = self._container_name, None, None
+        if name is not None and self._docker is not None:
+            await asyncio.to_thread(self._remove, name)
 
+    def _drop_workdir(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    async def close(self) -> None:
+        await super().close()
+        self._drop_workdir()
 
 
 def docker_available() -> bool:

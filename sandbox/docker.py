@@ -39,7 +39,7 @@ from .base import SessionLimits
 from .errors import ConfigError, SandboxUnavailable
 from .protocol import HelperSession, RunnerClient
 
-__all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
+__all__ = ["DockerConfig", "DockerSession", "container_user", "owner_labels", "reap", "stale_reason"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -98,7 +98,7 @@ def _proc_start_time(pid: int) -> str | None:
         return None
 
 
-def _owner_labels(session_id: str, lifetime_s: float, idle_s: float) -> dict[str, str]:
+def owner_labels(session_id: str, lifetime_s: float, idle_s: float) -> dict[str, str]:
     pid = os.getpid()
     return {
         LABEL: session_id,
@@ -269,7 +269,7 @@ class DockerSession(HelperSession):
         cfg = self.config
         self.egress = await egress.attach_egress(
             self.client, allow, session_id=self.session_id,
-            labels=_owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
+            labels=owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
         )
         # The proxy's variables win over the policy's: they are the only way out.
         self.config = replace(cfg, network=self.egress.network)
@@ -329,7 +329,7 @@ class DockerSession(HelperSession):
             detach=False,  # with stdin_open: StdinOnce, so the helper sees EOF when our stream closes
             tty=False,
             environment={},  # nothing from the host, never the API key
-            labels=_owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
+            labels=owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
             hostname="sandbox",
             network_disabled=cfg.network == "none",
             host_config=host_config,

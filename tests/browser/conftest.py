@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from PIL import Image
@@ -41,13 +41,28 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _redirect(self, status: int) -> bool:
+            """/redirect?to=URL answers with a redirect the browser must re-check; /loop with itself."""
+            parts = urlsplit(self.path)
+            if parts.path not in ("/redirect", "/loop"):
+                return False
+            site.hits.append((self.command, self.headers.get("Host", ""), self.path, getattr(self, "_body", "")))
+            to = parse_qs(parts.query)["to"][0] if parts.path == "/redirect" else self.path
+            self.send_response(status)
+            self.send_header("Location", to.replace("{port}", str(site.port)))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+
         def do_GET(self) -> None:
-            self._answer("")
+            if not self._redirect(302):
+                self._answer("")
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             self._body = self.rfile.read(length).decode()
-            self._answer(f"<!doctype html><title>posted</title><p id=posted>{self._body}</p>")
+            if not self._redirect(303):  # post/redirect/get
+                self._answer(f"<!doctype html><title>posted</title><p id=posted>{self._body}</p>")
 
         def log_message(self, *args: object) -> None:
             pass
@@ -67,8 +82,9 @@ def site() -> Iterator[Site]:
     server.server_close()
 
 
-def host_rules() -> str:
-    return "--host-resolver-rules=MAP allowed.test 127.0.0.1, MAP blocked.test 127.0.0.1"
+#: allowed.test and blocked.test are both served by the test server: only the rules can keep a
+#: request from reaching it. The mapping is applied by the host-side fetch (BrowserConfig.resolve).
+RESOLVE = {"allowed.test": "127.0.0.1", "blocked.test": "127.0.0.1"}
 
 
 def domain_rules(url: str) -> Verdict:

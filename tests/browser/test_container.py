@@ -1,10 +1,9 @@
-"""The container placement: hardened Chromium in the browser image, attached over CDP."""
+"""The container placement: hardened Chromium in the browser image, no network, driven over a pipe."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import docker
 import pytest
@@ -12,7 +11,8 @@ import pytest_asyncio
 
 from executor.handlers.computer import handle_computer_call
 from sandbox.browser import BrowserConfig, ContainerBrowser, open_browser
-from tests.browser.conftest import Site, domain_rules, host_rules, pixel, png_size
+from sandbox.browser_relay import PROFILE, chromium_command
+from tests.browser.conftest import RESOLVE, Site, domain_rules, pixel, png_size
 from tests.browser.test_handler import call, decode
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -33,7 +33,7 @@ def engine() -> Iterator[docker.DockerClient]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser(engine: docker.DockerClient) -> AsyncIterator[ContainerBrowser]:
-    config = BrowserConfig(allow_url=domain_rules, extra_args=(host_rules(),))
+    config = BrowserConfig(allow_url=domain_rules, resolve=RESOLVE)
     b = open_browser(config, placement="container", session_id=SESSION)
     assert isinstance(b, ContainerBrowser)
     await b.start()
@@ -42,16 +42,22 @@ async def browser(engine: docker.DockerClient) -> AsyncIterator[ContainerBrowser
     assert engine.containers.list(all=True, filters={"label": f"sandloop.session={SESSION}"}) == []
 
 
-def _listening_on(port: int) -> set[str]:
-    """Local addresses (hex, as in /proc/net/tcp*) that listen on ``port``."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            address, hexport = local.split(":")
-            if state == "0A" and int(hexport, 16) == port:
-                found.add(address)
-    return found
+def _in_container(engine: docker.DockerClient, container_id: str, *command: str) -> str:
+    result = engine.containers.get(container_id).exec_run(list(command))
+    assert result.exit_code == 0, result.output
+    return str(result.output.decode())
+
+
+def _listening(tables: str) -> list[str]:
+    """The local addresses in /proc/net/tcp*-style text that are in the LISTEN state."""
+    rows = [line.split() for line in tables.splitlines() if line.strip() and not line.lstrip().startswith("sl")]
+    return [row[1] for row in rows if row[3] == "0A"]
+
+
+async def test_chromium_command_maps_the_profile_and_keeps_the_rest() -> None:
+    command = chromium_command("chromium", ["--headless", "--user-data-dir=/tmp/pw-x", "--remote-debugging-pipe"])
+    assert command[:2] == ["sh", "-c"] and "3<&0 4>&1" in command[2]
+    assert command[3:] == ["chromium", "--headless", f"--user-data-dir={PROFILE}", "--remote-debugging-pipe"]
 
 
 async def test_container_is_hardened(browser: ContainerBrowser, engine: docker.DockerClient) -> None:
@@ -65,10 +71,48 @@ async def test_container_is_hardened(browser: ContainerBrowser, engine: docker.D
     labels = info["Config"]["Labels"]
     assert labels["sandloop.session"] == SESSION and int(labels["sandloop.expires"]) > 0
     assert labels["sandloop.owner_pid"].isdigit()
+    # the reaper can tell a dead owner (pid + its start time on this host), not only an expiry
+    from sandbox.docker import stale_reason
+
+    assert labels["sandloop.owner_host"] and labels["sandloop.owner_start"]
+    assert stale_reason(labels, "running") is None
+    assert stale_reason({**labels, "sandloop.owner_start": "reused"}, "running") is not None
     args = info["Config"]["Cmd"]
-    assert "--remote-debugging-address=127.0.0.1" in args
-    port = int(next(a for a in args if a.startswith("--remote-debugging-port=")).split("=")[1])
-    assert _listening_on(port) == {"0100007F"}  # 127.0.0.1 only
+    assert "--remote-debugging-pipe" in args and not any(a.startswith("--remote-debugging-port") for a in args)
+
+
+async def test_container_has_no_network(browser: ContainerBrowser, engine: docker.DockerClient, site: Site) -> None:
+    assert browser.container_id is not None
+    info = engine.containers.get(browser.container_id).attrs
+    assert info["HostConfig"]["NetworkMode"] == "none"
+    assert _in_container(engine, browser.container_id, "ls", "/sys/class/net").split() == ["lo"]
+    # nothing listens inside: no debugging port (nor anything else)
+    tables = _in_container(engine, browser.container_id, "cat", "/proc/net/tcp", "/proc/net/tcp6")
+    assert _listening(tables) == []
+    # the test server on the host's loopback is out of reach from in there (it was reachable
+    # when the container shared the host's namespace): only the host-side fetch gets to it
+    probe = (f"import socket\ntry: socket.create_connection(('127.0.0.1', {site.port}), 2)\n"
+             "except OSError as e: print(type(e).__name__)\nelse: print('connected')")
+    assert _in_container(engine, browser.container_id, "python3", "-c", probe).strip() == "ConnectionRefusedError"
+
+
+async def test_page_traffic_is_fetched_on_the_host(browser: ContainerBrowser, site: Site) -> None:
+    nav = await browser.navigate(site.url("/hello", host="allowed.test"))
+    assert nav.blocked is None and nav.title == "hello"
+    assert ("GET", f"allowed.test:{site.port}", "/hello", "") in site.hits
+    ok = await browser.evaluate("fetch('/api?from=container').then(r => r.json()).then(j => j.ok)")
+    assert ok is True and "/api?from=container" in site.paths()
+    nav = await browser.navigate(site.url("/redirect?to=/hello?via=redirect", host="allowed.test"))
+    assert nav.url == site.url("/hello?via=redirect", host="allowed.test") and nav.title == "hello"
+
+
+async def test_allowed_websocket_is_refused_without_a_transport(browser: ContainerBrowser, site: Site) -> None:
+    """A known limit: the page's socket has no network and no host-side bridge exists yet."""
+    await browser.navigate(site.url("/hello", host="allowed.test"))
+    code = await browser.evaluate(
+        f"new Promise(r => {{ const ws = new WebSocket('ws://allowed.test:{site.port}/ws');"
+        " ws.onclose = e => r(e.code); })")
+    assert code == 1011
 
 
 async def test_form_through_the_handler(browser: ContainerBrowser, site: Site) -> None:
@@ -100,6 +144,9 @@ async def test_blocked_fetch_and_link(browser: ContainerBrowser, site: Site) -> 
     result = await browser.evaluate(
         f"fetch('http://blocked.test:{site.port}/api?c=1').then(() => 'loaded', () => 'failed')")
     assert result == "failed"
+    result = await browser.evaluate(  # a redirect to a blocked host is checked at its hop
+        f"fetch('/redirect?to=http://blocked.test:{site.port}/api?c=2').then(() => 'loaded', () => 'failed')")
+    assert result == "failed" and "/api?c=2" not in site.paths()
     shot = await browser.perform([{"type": "click", "button": "left", "x": 100, "y": 70}])
     assert "Blocked by sandloop" in await browser.evaluate("document.body.innerText")
     assert shot.url.startswith("http://blocked.test")

@@ -1,5 +1,6 @@
 """Domain rules on a real Chromium: allowed.test and blocked.test both resolve to 127.0.0.1
-(--host-resolver-rules), so only the rules can keep a request from reaching the test server."""
+(BrowserConfig.resolve, applied by the host-side fetch), so only the rules can keep a request
+from reaching the test server."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser
-from tests.browser.conftest import Site, domain_rules, host_rules
+from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser, _next_hop
+from tests.browser.conftest import RESOLVE, Site, domain_rules
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -19,7 +20,7 @@ reported: list[BlockedRequest] = []
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[LocalBrowser]:
     config = BrowserConfig(allow_url=domain_rules, on_block=reported.append,
-                           extra_args=(host_rules(),))
+                           resolve=RESOLVE)
     b = LocalBrowser(config)
     yield b
     await b.close()
@@ -77,3 +78,57 @@ async def test_unlisted_host_refused_by_the_default(browser: LocalBrowser, site:
     nav = await browser.navigate("http://elsewhere.test/")
     assert nav.blocked is not None and nav.blocked.rule_id is None
     assert "rule default at test:default" in nav.describe()
+
+
+async def test_redirect_to_blocked_host_is_checked_at_each_hop(browser: LocalBrowser, site: Site) -> None:
+    to_blocked = site.url("/redirect?to=http://blocked.test:{port}/forbidden?via=redirect", host="allowed.test")
+    nav = await browser.navigate(to_blocked)
+    assert nav.blocked is not None and nav.title == "Blocked by sandloop"
+    assert "blocked.test" in await browser.evaluate("document.body.innerText")
+    assert "/forbidden?via=redirect" not in site.paths()
+    assert any(r.url.endswith("via=redirect") and r.navigation for r in reported)
+    # a fetch() whose redirect leads to a blocked host fails too; one to an allowed host lands
+    result = await browser.evaluate(
+        "fetch('/redirect?to=http://blocked.test:{port}/api?via=fetch-redirect')"
+        ".then(() => 'loaded', () => 'failed')".replace("{port}", str(site.port)))
+    assert result == "failed" and "/api?via=fetch-redirect" not in site.paths()
+    nav = await browser.navigate(site.url("/redirect?to=/hello", host="allowed.test"))
+    assert nav.url == site.url("/hello", host="allowed.test") and nav.title == "hello"
+
+
+async def test_form_post_redirect_get(browser: LocalBrowser, site: Site) -> None:
+    """A 303 after a form POST: the page lands on the target with a GET, through the routes."""
+    await browser.navigate(site.url("/form", host="allowed.test"))
+    await browser.evaluate("document.forms[0].action = '/redirect?to=/hello?prg=1'")
+    shot = await browser.perform([{"type": "click", "button": "left", "x": 200, "y": 65},
+                                  {"type": "type", "text": "abc"}, {"type": "keypress", "keys": ["ENTER"]}])
+    assert shot.url == site.url("/hello?prg=1", host="allowed.test"), shot.notes
+    assert ("POST", f"allowed.test:{site.port}", "/redirect?to=/hello?prg=1", "name=abc") in site.hits
+    assert ("GET", f"allowed.test:{site.port}", "/hello?prg=1", "") in site.hits
+    assert await browser.evaluate("history.length") >= 2 and await browser.evaluate("document.title") == "hello"
+
+
+async def test_resolve_rewrites_only_the_connection() -> None:
+    """The mapping changes where the fetch connects, never the URL the rules saw or the Host."""
+    b = LocalBrowser(BrowserConfig(resolve={"allowed.test": "127.0.0.1"}))
+    headers = {"accept": "*/*"}
+    assert b._fetch_target("http://allowed.test:8080/a?b=1", headers) == (
+        "http://127.0.0.1:8080/a?b=1", {"accept": "*/*", "host": "allowed.test:8080"})
+    assert b._fetch_target("http://other.test/x", headers) == ("http://other.test/x", headers)
+
+
+async def test_next_hop_follows_the_fetch_standard() -> None:
+    post = {"content-type": "application/x-www-form-urlencoded", "authorization": "Bearer t", "accept": "*/*"}
+    a, b = "http://a.test/x", "http://b.test/y"
+    assert _next_hop(303, "POST", post, b"k=v", a, a) == ("GET", {"authorization": "Bearer t", "accept": "*/*"}, b"")
+    assert _next_hop(302, "POST", post, b"k=v", a, b) == ("GET", {"accept": "*/*"}, b"")
+    assert _next_hop(307, "POST", post, b"k=v", a, a + "2") == ("POST", post, b"k=v")
+    assert _next_hop(301, "GET", {"accept": "*/*"}, None, a, b) == ("GET", {"accept": "*/*"}, None)
+
+
+async def test_redirect_loop_ends(browser: LocalBrowser, site: Site) -> None:
+    before = site.paths().count("/loop?n=1")
+    nav = await browser.navigate(site.url("/loop?n=1", host="allowed.test"))
+    assert nav.url.startswith("chrome-error:")  # an error page, and the call returned
+    assert 0 < site.paths().count("/loop?n=1") - before <= 25
+    assert (await browser.navigate(site.url("/hello", host="allowed.test"))).title == "hello"

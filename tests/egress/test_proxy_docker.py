@@ -21,7 +21,7 @@ import docker
 import pytest
 
 from sandbox import images
-from sandbox.docker import LABEL, DockerConfig, DockerSession, _owner_labels, stale_reason
+from sandbox.docker import LABEL, DockerConfig, DockerSession, owner_labels, stale_reason
 from sandbox.egress import PROXY_PORT, EgressDecision, EgressHandle, EgressProxy, attach_egress, reap_networks
 from sandbox.errors import SandboxUnavailable
 
@@ -144,7 +144,7 @@ def _start_target(client: docker.DockerClient, sid: str, labels: dict[str, str])
 def world(docker_client: docker.DockerClient) -> Iterator[World]:
     images.ensure(docker_client, "shell")
     sid = f"egtest{secrets.token_hex(4)}"
-    labels = _owner_labels(sid, 600, 600)
+    labels = owner_labels(sid, 600, 600)
     api = docker_client.api
     net, target_id, target_name = _start_target(docker_client, sid, labels)
     decisions: list[EgressDecision] = []
@@ -212,7 +212,7 @@ async def test_proxy_is_hardened_dies_with_its_owner_and_close_removes_everythin
     docker_client: docker.DockerClient,
 ) -> None:
     sid = f"egtest{secrets.token_hex(4)}"
-    labels = _owner_labels(sid, 600, 600)
+    labels = owner_labels(sid, 600, 600)
     handle = await attach_egress(docker_client, [], session_id=sid, labels=labels)
     try:
         api = docker_client.api
@@ -261,8 +261,8 @@ def test_reap_networks_removes_only_networks_whose_owner_is_gone(docker_client: 
     dead.wait()
     api = docker_client.api
     sid = f"egtest{secrets.token_hex(4)}"
-    gone = {**_owner_labels(f"{sid}-gone", 600, 600), "sandloop.owner_pid": str(dead.pid)}
-    live = _owner_labels(f"{sid}-live", 600, 600)
+    gone = {**owner_labels(f"{sid}-gone", 600, 600), "sandloop.owner_pid": str(dead.pid)}
+    live = owner_labels(f"{sid}-live", 600, 600)
     api.create_network(f"sandloop-egtest-{sid}-gone", internal=True, labels=gone)
     api.create_network(f"sandloop-egtest-{sid}-live", internal=True, labels=live)
     try:
@@ -279,7 +279,7 @@ def test_reap_networks_removes_only_networks_whose_owner_is_gone(docker_client: 
 
 def test_a_failed_start_leaves_nothing_behind(docker_client: docker.DockerClient) -> None:
     sid = f"egtest{secrets.token_hex(4)}"
-    proxy = EgressProxy(docker_client, ["a.test"], session_id=sid, labels=_owner_labels(sid, 600, 600),
+    proxy = EgressProxy(docker_client, ["a.test"], session_id=sid, labels=owner_labels(sid, 600, 600),
                         image="sandloop-sandbox:no-such-tag")
     with pytest.raises(SandboxUnavailable, match="no-such-tag is not there"):
         proxy.start()
