@@ -25,9 +25,10 @@ import docker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox import images
-from sandbox.docker import DockerSession
+from sandbox.docker import DockerConfig, DockerSession
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "200"))
+RUNTIME = os.environ.get("BENCH_RUNTIME") or None  # e.g. runsc, to measure under gVisor
 
 
 def pct(values: list[float], q: float) -> float:
@@ -47,7 +48,8 @@ async def main() -> None:
     workspace = Path(tempfile.mkdtemp(prefix="sandloop-bench-"))
     os.chown(workspace, 1000, 1000)
     warm = client.containers.run(image, ["sleep", "3600"], detach=True, network_mode="none", remove=True)
-    session = await DockerSession.create(workspace, client=client)
+    session = await DockerSession.create(workspace, DockerConfig(runtime=RUNTIME), client=client)
+    print(f"runtime: {session.runtime_in_force()}")
     try:
         async def native() -> None:
             await asyncio.to_thread(subprocess.run, ["bash", "-c", "echo hi"], capture_output=True)
@@ -98,7 +100,7 @@ async def main() -> None:
         await asyncio.to_thread(client.containers.run, image, ["true"], remove=True, network_mode="none")
         bare.append(time.perf_counter() - start)
         start = time.perf_counter()
-        s = await DockerSession.create(workspace, client=client, reap_stale=False)
+        s = await DockerSession.create(workspace, DockerConfig(runtime=RUNTIME), client=client, reap_stale=False)
         ready.append(time.perf_counter() - start)
         await s.close()
     print(f"session ready: median {statistics.median(ready) * 1000:.0f} ms vs bare docker run "

@@ -277,6 +277,19 @@ class DockerSession(HelperSession):
 
     # --- container life ------------------------------------------------------------------
 
+    def _engine_pids_limit(self) -> int:
+        """The cgroup pids limit to ask the engine for.
+
+        Under gVisor the cgroup also holds the sentry's own threads and (ptrace platform, the
+        one that works here) a host stub per sandboxed address space: measured, 8 parallel
+        commands against a limit of 256 made the sentry itself fail to start a thread and the
+        whole sandbox die. gVisor still isolates the processes; the host limit only has to stop
+        a runaway, so it gets head-room there.
+        """
+        if self.config.runtime == "runsc":
+            return max(self.config.pids_limit * 4, 2048)
+        return self.config.pids_limit
+
     def _security_opt(self) -> list[str]:
         opts = ["no-new-privileges"]
         # Root in name only still owns its files: forbid the setuid/setgid bits (seccomp.py).
@@ -308,7 +321,7 @@ class DockerSession(HelperSession):
             mounts=self._mounts(),
             cap_drop=["ALL"],
             security_opt=self._security_opt(),
-            pids_limit=cfg.pids_limit,
+            pids_limit=self._engine_pids_limit(),
             mem_limit=cfg.memory,
             memswap_limit=cfg.memory,  # no swap: a memory bomb meets the limit, not the disk
             nano_cpus=int(cfg.cpus * 1e9),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import asyncio
 import os
 import signal
 import subprocess
@@ -180,6 +181,11 @@ async def test_gvisor_runtime_is_really_in_force(docker_client, user_workspace: 
         r = await s.run("echo hi; uname -r")
         assert r.stdout.text.startswith("hi\n")
         assert r.stdout.text.split()[1] != os.uname().release  # gVisor's own kernel, not the host's
+        # Parallel load: the sentry's own threads share the cgroup's pids limit (it used to die).
+        for _ in range(4):
+            results = await asyncio.gather(*[s.run("sleep 0.2; echo ok") for _ in range(8)])
+            assert [x.stdout.text for x in results] == ["ok\n"] * 8
+        assert s.restarts == 0
 
 
 async def test_policy_environment_reaches_every_command(docker_client, user_workspace: Path) -> None:
