@@ -15,7 +15,9 @@ context per session, downloads and service workers refused, only http(s) (and ab
 navigations, and every request — navigations, subresources, fetch(), websockets — checked by
 ``allow_url`` through Playwright routing. An allowed request is then fetched by Playwright's
 driver on the host (``route.fetch``) and handed to the page (``route.fulfill``), in both
-placements: one code path, and the only way the network-less container gets any bytes.
+placements: one code path, and the only way the network-less container gets any bytes. An
+allowed websocket is likewise connected from the host (the ``websockets`` client, the same
+``resolve`` mapping) and bridged message by message to the page's routed socket.
 Playwright never routes the hops of a redirect the browser follows, so that fetch follows none:
 each Location is checked first, then a navigation's hop becomes a navigation of its own (routed
 and checked again) and a subresource's hop is fetched on the host. A crashed browser is
@@ -64,6 +66,10 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 from pydantic import BaseModel, ValidationError
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
 
 from policies.decision import Decision, Verdict
 from sandbox import keys as keymap
@@ -103,6 +109,9 @@ _NAV_SCHEMES = frozenset({"http", "https"})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 20
 _NET_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+_WS_OPEN_TIMEOUT_S = 10.0
+_WS_CLOSE_TIMEOUT_S = 3.0  # how long a closing handshake may take before the TCP link is cut
+_WS_MAX_MESSAGE = 32 * 2**20  # larger than any page needs; a bigger message closes with 1009
 _MOUSE_BUTTONS: dict[str, Literal["left", "right", "middle"]] = {
     "left": "left",
     "right": "right",
@@ -293,10 +302,6 @@ def _blocked_page(url: str, verdict: Verdict) -> str:
 class PlaywrightBrowser(Browser):
     """All page logic; subclasses only say how to get a Playwright ``Browser``."""
 
-    #: Whether Chromium itself can open connections. Playwright's websocket routing opens an
-    #: allowed socket from inside the page, so without a network it cannot be forwarded.
-    page_has_network = True
-
     def __init__(self, config: BrowserConfig | None = None) -> None:
         self.config = config or BrowserConfig()
         self.viewport = self.config.viewport
@@ -316,6 +321,7 @@ class PlaywrightBrowser(Browser):
         self._redirect_hops: dict[str, int] = {}  # a stub's target -> redirects that led to it
         self.blocked_requests: list[BlockedRequest] = []
         self.restarts = 0
+        self._sockets: set[_SocketBridge] = set()  # allowed websockets, bridged on the host
         # one rule per selector: an invalid selector must not void the others (checked at start)
         rules = "".join(_REDACT_RULE.format(selectors=s) for s in self.config.redact_selectors)
         self._redact_css = rules or None
@@ -372,6 +378,8 @@ class PlaywrightBrowser(Browser):
             log.warning("start URL %s did not load: %s", self.config.start_url, exc)
 
     async def _teardown(self) -> None:
+        # the host side of every websocket goes with the pages that opened them
+        await asyncio.gather(*(bridge.shut() for bridge in list(self._sockets)))
         browser, self._browser, self._context, self._page = self._browser, None, None, None
         if browser is not None:
             try:
@@ -598,16 +606,59 @@ class PlaywrightBrowser(Browser):
             await page.wait_for_load_state("load", timeout=timeout * 1000)
 
     async def _on_websocket(self, ws: WebSocketRoute) -> None:
+        """Bridge an allowed websocket through the host; close a blocked one (1008).
+
+        One path for both placements: the upstream connection is opened here, on the host, with
+        the ``websockets`` client (Playwright's ``connect_to_server`` would connect from inside
+        the page, which has no network in the container). Playwright opens the page's socket
+        when this handler returns, so the page sees ``open`` only once the upstream handshake
+        succeeded, and an upstream that refuses is a close before ``open``, as in a browser.
+        """
         verdict = self._check(ws.url)
-        if verdict.allowed and self.page_has_network:
-            ws.connect_to_server()  # no handlers set: messages pass through unchanged
+        if not verdict.allowed:
+            self._report(BlockedRequest(ws.url, verdict, False, "websocket"))
+            await ws.close(code=1008, reason="blocked by sandloop")
             return
-        if verdict.allowed:  # the page's own socket would have nowhere to go
-            log.warning("websocket %s refused: no websocket transport in this placement", ws.url)
-            await ws.close(code=1011, reason="websockets are not available in this browser")
+        context = self._context
+        try:
+            upstream = await self._connect_upstream(ws)
+        except Exception as exc:  # refused, reset, timeout, bad handshake: the page must hear of it
+            # (were this handler to raise, Playwright would leave the page's socket connecting)
+            log.info("websocket %s did not connect: %s", ws.url, _first_line(exc))
+            await ws.close(code=1006, reason="")  # what a browser reports: no close frame
             return
-        self._report(BlockedRequest(ws.url, verdict, False, "websocket"))
-        await ws.close(code=1008, reason="blocked by sandloop")
+        if self._context is not context:  # the browser went away while we connected
+            await upstream.close(1001, "browser closed")
+            return
+        bridge = _SocketBridge(ws, upstream)
+        self._sockets.add(bridge)
+        bridge.start(done=self._sockets.discard)
+
+    async def _connect_upstream(self, ws: WebSocketRoute) -> ClientConnection:
+        """The host's connection for an allowed socket: same mapping and cookies as a fetch."""
+        parts = urlsplit(ws.url)
+        headers: dict[str, str] = {}
+        if self._context is not None:  # the cookies a browser would send with the handshake
+            http_url = urlunsplit(parts._replace(scheme="https" if parts.scheme == "wss" else "http"))
+            cookies = await self._context.cookies([http_url])
+            if cookies:
+                headers["cookie"] = "; ".join(f"{c['name']}={c['value']}" for c in cookies)
+        # config.resolve changes only where the TCP connection goes (create_connection's host):
+        # the URI, hence the Host header and a wss certificate check, keep the page's name.
+        address = self.config.resolve.get(parts.hostname or "")
+        target: dict[str, Any] = {}
+        if address is not None:
+            target = {"host": address, "port": parts.port or (443 if parts.scheme == "wss" else 80)}
+        return await _NoRedirects(
+            ws.url,
+            additional_headers=headers,
+            subprotocols=[Subprotocol(p) for p in ws.protocols] or None,
+            proxy=None,  # like the HTTP fetch: no proxy from the environment
+            open_timeout=_WS_OPEN_TIMEOUT_S,
+            close_timeout=_WS_CLOSE_TIMEOUT_S,
+            max_size=_WS_MAX_MESSAGE,
+            **target,
+        )
 
     async def _show_blocked(self, page: Page, url: str, verdict: Verdict) -> None:
         self._report(BlockedRequest(url, verdict, True, "navigation"))
@@ -841,6 +892,90 @@ class PlaywrightBrowser(Browser):
             return await page.evaluate(expression)
 
 
+class _NoRedirects(ws_connect):
+    """The ``websockets`` client, minus its redirect following.
+
+    A browser fails a websocket whose handshake is answered with anything but 101; following a
+    Location here would also reach a URL the domain rules never saw.
+    """
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
+@dataclass(frozen=True)
+class _PageClosed:
+    code: int | None
+    reason: str | None
+
+
+def _sendable_code(code: int | None) -> int:
+    """A close code the page reported, as one that may go into a close frame (RFC 6455 7.4)."""
+    if code is not None and (1000 <= code <= 1014 or 3000 <= code <= 4999) and code not in (1004, 1005, 1006):
+        return code
+    return 1000
+
+
+class _SocketBridge:
+    """One allowed websocket: the page's end (a Playwright route) pumped to the host's end.
+
+    Page -> upstream goes through a queue, so messages keep their order (Playwright runs each
+    message handler as a task of its own) and the upstream's backpressure is awaited in one
+    place; upstream -> page is ``WebSocketRoute.send``, which Playwright sends in call order.
+    Whichever side closes first, the other is closed with its code and reason.
+    """
+
+    def __init__(self, page: WebSocketRoute, upstream: ClientConnection) -> None:
+        self.page = page
+        self.upstream = upstream
+        self._from_page: asyncio.Queue[str | bytes | _PageClosed] = asyncio.Queue()
+        self._page_closing = False  # the page closed first: _to_upstream finishes both sides
+        self._shutting = False  # the browser is going away: nothing to tell the page
+        self._task: asyncio.Task[None] | None = None
+        page.on_message(self._from_page.put_nowait)
+        page.on_close(lambda code, reason: self._from_page.put_nowait(_PageClosed(code, reason)))
+
+    def start(self, done: Callable[[_SocketBridge], None]) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"websocket {self.page.url}")
+        self._task.add_done_callback(lambda _: done(self))
+
+    async def _run(self) -> None:
+        to_upstream = asyncio.create_task(self._to_upstream())
+        try:
+            with suppress(ConnectionClosed):
+                async for message in self.upstream:  # ends when the upstream is closed, either way
+                    self.page.send(message)
+        finally:
+            if not self._page_closing:
+                to_upstream.cancel()
+        await asyncio.wait([to_upstream])
+        if not (self._page_closing or self._shutting):  # the upstream closed first
+            code, reason = self.upstream.close_code, self.upstream.close_reason
+            await self.page.close(code=code if code is not None else 1006, reason=reason or "")
+
+    async def _to_upstream(self) -> None:
+        while True:
+            item = await self._from_page.get()
+            if isinstance(item, _PageClosed):
+                self._page_closing = True
+                await self.upstream.close(_sendable_code(item.code), item.reason or "")
+                # With an on_close handler Playwright leaves the page's socket closing until
+                # the route closes it: done now, after the upstream's closing handshake.
+                await self.page.close(code=1005 if item.code is None else item.code, reason=item.reason)
+                return
+            try:
+                await self.upstream.send(item)
+            except ConnectionClosed:
+                return  # _run sees it too and tells the page
+
+    async def shut(self) -> None:
+        """Close the upstream because the browser is going away (1001, "going away")."""
+        self._shutting = True
+        await self.upstream.close(1001, "browser closed")
+        if self._task is not None:
+            await asyncio.wait([self._task])
+
+
 def _origin(url: str) -> tuple[str, str | None, int | None]:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port
@@ -972,13 +1107,12 @@ class ContainerBrowser(PlaywrightBrowser):
     launches :mod:`sandbox.browser_relay` as its "Chromium": it starts the container and relays
     the debugging pipe (fds 3/4) over the container's attached stdin/stdout, so no debugging port
     exists for another local user or a compromised renderer to reach. Page traffic is fetched
-    on the host by Playwright after the domain rules (``PlaywrightBrowser._forward``); nothing
-    the page does can open a connection of its own. Everything else is locked down as before:
+    on the host by Playwright after the domain rules (``PlaywrightBrowser._forward``), websockets
+    are bridged from the host (``PlaywrightBrowser._on_websocket``); nothing the page does can
+    open a connection of its own. Everything else is locked down as before:
     no capabilities, no privilege gain, read-only root, tmpfs for /tmp and the profile, memory
     and pid limits, uid 1000.
     """
-
-    page_has_network = False
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from PIL import Image
 
 from policies.decision import Decision, Verdict
 from tests.browser import pages
+from tests.browser.sockets import Echo, echo_server
 
 
 @dataclass
@@ -106,3 +107,10 @@ def png_size(png: bytes) -> tuple[int, int]:
 def pixel(png: bytes, x: int, y: int) -> tuple[int, ...]:
     with Image.open(io.BytesIO(png)) as image:
         return tuple(image.convert("RGB").getpixel((x, y)))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def echo() -> Iterator[Echo]:
+    """The WebSocket echo server (tests.browser.sockets); allowed.test/blocked.test map to it too."""
+    with echo_server() as server:
+        yield server

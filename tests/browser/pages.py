@@ -79,6 +79,22 @@ LINKS = _HEAD + """<title>links</title>
 
 HELLO = _HEAD + "<title>hello</title><h1 id=hello>hello</h1>"
 
+# Opens the socket ?url= names (after setting the cookie sid=?sid), sends a text and a binary
+# message once open, and lists what comes back; #state says open / closed CODE REASON.
+SOCKET = _HEAD + """<title>ws</title><ul id=echoes></ul><p id=state>connecting</p>
+<script>
+const q = new URLSearchParams(location.search);
+document.cookie = 'sid=' + q.get('sid');
+const ws = new WebSocket(q.get('url'));
+ws.binaryType = 'arraybuffer';
+const show = text => { const li = document.createElement('li'); li.textContent = text; echoes.append(li); };
+ws.onopen = () => { state.textContent = 'open'; ws.send('hello'); ws.send(new Uint8Array([1, 2, 255])); };
+ws.onmessage = e => show(typeof e.data === 'string' ? 'text:' + e.data
+                                                    : 'binary:' + new Uint8Array(e.data).join(','));
+ws.onclose = e => { state.textContent = ('closed ' + e.code + ' ' + e.reason).trim(); };
+window.ws = ws;
+</script>"""
+
 PAGES: dict[str, str] = {
     "/form": FORM,
     "/words": WORDS,
@@ -90,4 +106,5 @@ PAGES: dict[str, str] = {
     "/hello": HELLO,
     "/links": LINKS,
     "/api": '{"ok": true}',
+    "/ws": SOCKET,
 }

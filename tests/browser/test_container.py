@@ -13,6 +13,7 @@ from executor.handlers.computer import handle_computer_call
 from sandbox.browser import BrowserConfig, ContainerBrowser, open_browser
 from sandbox.browser_relay import PROFILE, chromium_command
 from tests.browser.conftest import RESOLVE, Site, domain_rules, pixel, png_size
+from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, socket_page, wait_page
 from tests.browser.test_handler import call, decode
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -106,13 +107,21 @@ async def test_page_traffic_is_fetched_on_the_host(browser: ContainerBrowser, si
     assert nav.url == site.url("/hello?via=redirect", host="allowed.test") and nav.title == "hello"
 
 
-async def test_allowed_websocket_is_refused_without_a_transport(browser: ContainerBrowser, site: Site) -> None:
-    """A known limit: the page's socket has no network and no host-side bridge exists yet."""
-    await browser.navigate(site.url("/hello", host="allowed.test"))
-    code = await browser.evaluate(
-        f"new Promise(r => {{ const ws = new WebSocket('ws://allowed.test:{site.port}/ws');"
-        " ws.onclose = e => r(e.code); })")
-    assert code == 1011
+async def test_websocket_is_bridged_through_the_host(browser: ContainerBrowser, site: Site, echo: Echo) -> None:
+    """The page has no network: its allowed socket reaches the echo server only via the host."""
+    await check_echo_and_close(browser, echo, site.url("", host="allowed.test"), "/container")
+
+
+async def test_websocket_to_blocked_host_never_reaches_the_server(
+    browser: ContainerBrowser, site: Site, echo: Echo
+) -> None:
+    await check_blocked(browser, echo, site.url("", host="allowed.test"), "/container-blocked")
+
+
+async def test_server_close_reaches_the_page(browser: ContainerBrowser, site: Site, echo: Echo) -> None:
+    await browser.navigate(socket_page(site.url("", host="allowed.test"), echo.url("/bye-container"), sid="c"))
+    assert await wait_page(browser, "state.textContent.startsWith('closed') && state.textContent") == (
+        "closed 4000 server says bye")
 
 
 async def test_form_through_the_handler(browser: ContainerBrowser, site: Site) -> None:

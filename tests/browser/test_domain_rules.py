@@ -4,6 +4,7 @@ from reaching the test server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ import pytest_asyncio
 
 from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser, _next_hop
 from tests.browser.conftest import RESOLVE, Site, domain_rules
+from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, closed_port, echoes, socket_page, wait_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -60,6 +62,54 @@ async def test_websocket_to_blocked_host_is_closed(browser: LocalBrowser, site: 
         " ws.onclose = e => r(e.code); })")
     assert code == 1008
     assert any(r.kind == "websocket" and "blocked.test" in r.url for r in reported)
+
+
+async def test_websocket_echoes_through_the_host(browser: LocalBrowser, site: Site, echo: Echo) -> None:
+    await check_echo_and_close(browser, echo, site.url("", host="allowed.test"), "/local")
+
+
+async def test_blocked_websocket_never_reaches_the_server(browser: LocalBrowser, site: Site, echo: Echo) -> None:
+    await check_blocked(browser, echo, site.url("", host="allowed.test"), "/local-blocked")
+    assert any(r.kind == "websocket" and r.url == echo.url("/local-blocked", host="blocked.test") for r in reported)
+
+
+async def test_websocket_server_close_reaches_the_page(browser: LocalBrowser, site: Site, echo: Echo) -> None:
+    await browser.navigate(socket_page(site.url("", host="allowed.test"), echo.url("/bye-local"), sid="l"))
+    assert await wait_page(browser, "state.textContent.startsWith('closed') && state.textContent") == (
+        "closed 4000 server says bye")
+    assert await asyncio.to_thread(echo.wait_closed, "/bye-local") == (4000, "server says bye")
+
+
+async def test_leaving_the_page_closes_the_upstream(browser: LocalBrowser, site: Site, echo: Echo) -> None:
+    await browser.navigate(socket_page(site.url("", host="allowed.test"), echo.url("/leave"), sid="l"))
+    assert await echoes(browser, 2) == ["text:hello", "binary:1,2,255"]
+    await browser.navigate(site.url("/hello", host="allowed.test"))
+    code, _ = await asyncio.to_thread(echo.wait_closed, "/leave")
+    assert code in (1000, 1001)  # normal or "going away": a close frame, not a dropped link
+
+
+async def test_unreachable_websocket_closes_like_a_browser(browser: LocalBrowser, site: Site) -> None:
+    dead = f"ws://allowed.test:{closed_port()}/nobody"
+    await browser.navigate(socket_page(site.url("", host="allowed.test"), dead, sid="l"))
+    assert await wait_page(browser, "state.textContent.startsWith('closed') && state.textContent") == "closed 1006"
+    assert await browser.evaluate("echoes.textContent") == ""
+
+
+async def test_websocket_redirect_is_not_followed(browser: LocalBrowser, site: Site, echo: Echo) -> None:
+    """A browser fails a handshake answered with a redirect; the host-side client must too."""
+    await browser.navigate(socket_page(site.url("", host="allowed.test"), echo.url("/moved"), sid="l"))
+    assert await wait_page(browser, "state.textContent.startsWith('closed') && state.textContent") == "closed 1006"
+    assert "/moved" in echo.paths() and "/moved-target" not in echo.paths()
+
+
+async def test_closing_the_browser_closes_its_websockets(site: Site, echo: Echo) -> None:
+    b = LocalBrowser(BrowserConfig(allow_url=domain_rules, resolve=RESOLVE))
+    try:
+        await b.navigate(socket_page(site.url("", host="allowed.test"), echo.url("/shut"), sid="s"))
+        assert await echoes(b, 2) == ["text:hello", "binary:1,2,255"]
+    finally:
+        await b.close()
+    assert await asyncio.to_thread(echo.wait_closed, "/shut") == (1001, "browser closed")
 
 
 async def test_file_scheme_refused(browser: LocalBrowser, site: Site) -> None:
