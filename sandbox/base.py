@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-__all__ = ["CommandResult", "FileChange", "FileInfo", "Session", "SessionLimits", "StreamCapture"]
+__all__ = ["Closing", "CommandResult", "FileChange", "FileInfo", "Session", "SessionLimits", "StreamCapture"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,26 @@ class SessionLimits:
     extra: Mapping[str, str] = field(default_factory=dict)
 
 
-class Session(abc.ABC):
+class Closing(abc.ABC):
+    """``async with`` support for anything with an idempotent ``close()`` (sessions, browsers)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release everything held. Idempotent."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class Session(Closing):
     """One isolated workspace: run commands, read and change files, close."""
 
     #: The workspace root as commands see it (e.g. ``/workspace``).
@@ -111,13 +130,3 @@ class Session(abc.ABC):
     async def delete_file(self, path: str) -> None:
         await self.commit([FileChange(path, None)])
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

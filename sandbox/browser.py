@@ -46,7 +46,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -73,6 +72,7 @@ from websockets.typing import Subprotocol
 
 from policies.decision import Decision, Verdict
 from sandbox import keys as keymap
+from sandbox.base import Closing
 from sandbox.errors import SandboxUnavailable
 
 __all__ = [
@@ -222,7 +222,7 @@ class Navigation:
         return "; ".join(parts)
 
 
-class Browser(abc.ABC):
+class Browser(Closing):
     """A browser session: actions in, one screenshot out."""
 
     viewport: Size = DEFAULT_VIEWPORT
@@ -250,16 +250,6 @@ class Browser(abc.ABC):
     async def close(self) -> None:
         """Release the browser (and its container). Idempotent."""
 
-    async def __aenter__(self) -> Browser:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 class _Skip(Exception):

@@ -13,7 +13,7 @@ text, and a failed call has written nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
@@ -108,6 +108,25 @@ def _operation(item: ResponseApplyPatchToolCall) -> v4a.FileOp:
         raise type(exc)(f"{op.type} {op.path}: {exc}\nNo file was changed.") from exc
 
 
+async def _apply(
+    operations: Callable[[], list[v4a.FileOp]],
+    session: Session,
+    *,
+    allow: Allow,
+    read_only_globs: Sequence[str],
+    dry_run: bool,
+) -> tuple[bool, str]:
+    """(applied?, the text the model reads). Never raises: every call is answered, and
+    describe() names unexpected bugs too."""
+    try:
+        result = await apply_operations(
+            session, operations(), allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
+        )
+    except Exception as exc:
+        return False, describe(exc)
+    return True, _report(result)
+
+
 async def handle_apply_patch_call(
     item: ResponseApplyPatchToolCall,
     session: Session,
@@ -117,25 +136,24 @@ async def handle_apply_patch_call(
     dry_run: bool = False,
 ) -> ApplyPatchCallOutput:
     """Apply one ``apply_patch_call`` and build its ``apply_patch_call_output``."""
+    ok, text = await _apply(lambda: [_operation(item)], session, allow=allow,
+                            read_only_globs=read_only_globs, dry_run=dry_run)
     out: ApplyPatchCallOutput = {
         "type": "apply_patch_call_output",
         "call_id": item.call_id,
-        "status": "failed",
+        "status": "completed" if ok else "failed",
+        "output": text,
     }
     caller = _caller(item)
     if caller is not None:
         out["caller"] = caller
-    try:
-        op = _operation(item)
-        result = await apply_operations(
-            session, [op], allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
-        )
-    except Exception as exc:  # every call is answered; describe() names unexpected bugs
-        out["output"] = describe(exc)
-        return out
-    out["status"] = "completed"
-    out["output"] = _report(result)
     return out
+
+
+def _envelope_operations(item: ResponseCustomToolCall) -> list[v4a.FileOp]:
+    if item.name != APPLY_PATCH_CUSTOM_TOOL["name"]:
+        raise PatchParseError(f"this handler applies patches, not calls to {item.name!r}")
+    return envelope.parse(item.input)
 
 
 async def handle_apply_patch_custom_call(
@@ -147,23 +165,14 @@ async def handle_apply_patch_custom_call(
     dry_run: bool = False,
 ) -> ResponseCustomToolCallOutputParam:
     """Apply the envelope patch of a custom ``apply_patch`` call; the output text tells how."""
+    _, text = await _apply(lambda: _envelope_operations(item), session, allow=allow,
+                           read_only_globs=read_only_globs, dry_run=dry_run)
     out: ResponseCustomToolCallOutputParam = {
         "type": "custom_tool_call_output",
         "call_id": item.call_id,
-        "output": "",
+        "output": text,
     }
     caller = _caller(item)
     if caller is not None:
         out["caller"] = caller
-    try:
-        if item.name != APPLY_PATCH_CUSTOM_TOOL["name"]:
-            raise PatchParseError(f"this handler applies patches, not calls to {item.name!r}")
-        ops = envelope.parse(item.input)
-        result = await apply_operations(
-            session, ops, allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
-        )
-    except Exception as exc:  # every call is answered; describe() names unexpected bugs
-        out["output"] = describe(exc)
-        return out
-    out["output"] = _report(result)
     return out
