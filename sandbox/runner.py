@@ -45,6 +45,7 @@ MAX_READ_BYTES = 64 << 20
 _write_lock = threading.Lock()
 _groups: set[int] = set()  # process groups started; killed when the front-end goes away
 _running: set[int] = set()  # groups whose command is still being waited on
+_groups_lock = threading.Lock()  # guards both sets (commands run in threads)
 _busy = 0
 _busy_lock = threading.Lock()
 _last_activity = time.monotonic()
@@ -188,27 +189,52 @@ def _spawn(command: str, workspace: str, env: dict[str, str]) -> subprocess.Pope
 CONTAINED = False  # set by --contained: this helper owns every process it can see
 
 
-def _kill_strays(timed_out_group: int) -> None:
-    """After a timeout, also kill what escaped the command's process group (``setsid cmd &``).
+def _session_of(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[3])  # field 6: the session id
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_sessions_except(keep: set[int]) -> None:
+    """Kill every process (but init and the helper) whose session is not in ``keep``.
+
+    Sessions, not process groups: every command starts its own session, and tools inside it
+    (``timeout``, job-control shells) may change their group but not their session; only a
+    deliberate ``setsid`` leaves it. Repeated until a pass finds nothing, so a loop that keeps
+    spawning escapees is emptied too.
+    """
+    me = os.getpid()
+    keep = keep | {os.getsid(0)}
+    for _ in range(20):
+        killed = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (1, me):
+                continue
+            sid = _session_of(entry)
+            if sid is not None and sid not in keep:
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+                except OSError:
+                    pass
+        if not killed:
+            return
+        time.sleep(0.005)
+
+
+def _kill_strays(timed_out: int) -> None:
+    """After a timeout, also kill what escaped the command (``setsid cmd &``).
 
     Only inside a container, where every process but init and the helper came from a command:
-    whatever is in no group of a command still running, nor of a background job an earlier
+    whatever is in no session of a command still running, nor of a background job an earlier
     command started on purpose, is a stray of the timed-out one.
     """
-    if not CONTAINED:
-        return
-    keep = (_groups - {timed_out_group}) | {os.getpgrp()}
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in (1, me):
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
-            if pgid not in keep:
-                os.kill(int(entry), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            continue
+    if CONTAINED:
+        with _groups_lock:
+            keep = _groups - {timed_out}
+        _kill_sessions_except(keep)
 
 
 def _read_int(*paths: str) -> int | None:
@@ -228,11 +254,26 @@ def _pids_exhausted() -> bool:
     return limit is not None and current is not None and current >= limit * 0.9
 
 
+def _spawn_tracked(command: str, workspace: str, env: dict[str, str]) -> subprocess.Popen:
+    # Under the lock, so a concurrent timeout's scan never sees the new session untracked.
+    with _groups_lock:
+        proc = _spawn(command, workspace, env)
+        _groups.add(proc.pid)
+        _running.add(proc.pid)
+    return proc
+
+
 def _reclaim() -> None:
-    """Kill every background process group whose command already returned."""
-    for pgid in list(_groups - _running):
+    """Kill every background process whose command already returned — in a container,
+    escapees from any session too, since they hold pids just the same."""
+    with _groups_lock:
+        idle = _groups - _running
+        _groups.difference_update(idle)
+        running = set(_running)
+    for pgid in idle:
         _killpg(pgid, signal.SIGKILL)
-        _groups.discard(pgid)
+    if CONTAINED:
+        _kill_sessions_except(running)
 
 
 def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
@@ -248,19 +289,17 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
         _reclaim()
     started = time.monotonic()
     try:
-        proc = _spawn(command, workspace, env)
+        proc = _spawn_tracked(command, workspace, env)
     except BlockingIOError:
         # The pids limit is exhausted, typically by a fork bomb left running in the background
         # by an earlier command. Reclaim those processes so the session keeps working.
         _reclaim()
         try:
-            proc = _spawn(command, workspace, env)
+            proc = _spawn_tracked(command, workspace, env)
         except OSError as exc:
             raise RequestError("resources", f"cannot start {SHELL[0]}: {exc}") from exc
     except OSError as exc:
         raise RequestError("spawn", f"cannot start {SHELL[0]}: {exc}") from exc
-    _groups.add(proc.pid)
-    _running.add(proc.pid)
     try:
         # Children, not the helper, should be the OOM killer's first choice.
         with open(f"/proc/{proc.pid}/oom_score_adj", "w") as fh:
@@ -330,14 +369,22 @@ def run_command(req: dict, workspace: str, base_env: dict[str, str]) -> dict:
             os.close(fd)
         proc.stdout.close()
         proc.stderr.close()
-    _running.discard(proc.pid)
+    with _groups_lock:
+        _running.discard(proc.pid)
+        try:
+            os.killpg(proc.pid, 0)  # anything left running in the background?
+        except ProcessLookupError:
+            _groups.discard(proc.pid)  # no: forget it, before its number is reused
+        except PermissionError:
+            pass
     code = proc.returncode
     timed_out = term_at is not None
     if timed_out:
         # Whatever the group left behind goes too: a timed-out call leaves no process.
         _killpg(proc.pid, signal.SIGKILL)
         _kill_strays(proc.pid)
-        _groups.discard(proc.pid)
+        with _groups_lock:
+            _groups.discard(proc.pid)
     sig = -code if code is not None and code < 0 else None
     oom_after = _oom_kills()
     oom = sig == signal.SIGKILL and oom_before is not None and (oom_after or 0) > oom_before

@@ -231,3 +231,12 @@ async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client, user
     with pytest.raises(ConfigError, match="runsc"):
         await DockerSession.create(user_workspace, DockerConfig(runtime="runsc", network_allow=("pkgs.example.test",)),
                                    client=docker_client)
+
+
+async def test_escaped_pid_hog_is_reclaimed_so_the_session_keeps_working(docker_client, user_workspace: Path) -> None:
+    async with await DockerSession.create(user_workspace, DockerConfig(pids_limit=64), client=docker_client) as s:
+        r = await s.run("setsid sh -c 'while :; do sleep 1000 & done' >/dev/null 2>&1 & echo started")
+        assert r.stdout.text == "started\n"
+        await asyncio.sleep(1)  # the hog fills the pids limit
+        ok = await s.run("echo alive", timeout_s=30)
+        assert ok.stdout.text == "alive\n" and s.restarts == 0

@@ -74,6 +74,23 @@ async def test_timeout_also_kills_what_escaped_the_group(session: DockerSession)
     assert "sleep 301" not in ps.stdout.text and "sleep 100" not in ps.stdout.text
 
 
+async def test_a_timeout_spares_a_concurrent_command_that_changed_its_group(session: DockerSession) -> None:
+    # coreutils timeout puts its child in a new process group, in the same session
+    innocent = asyncio.create_task(session.run("timeout 20 sleep 2; echo rc=$?", timeout_s=30))
+    await asyncio.sleep(0.3)
+    r = await session.run("sleep 30", timeout_s=0.5)
+    assert r.timed_out
+    assert (await innocent).stdout.text == "rc=0\n"
+
+
+async def test_escapees_that_keep_spawning_are_all_killed(session: DockerSession) -> None:
+    r = await session.run("setsid sh -c 'while :; do sh -c \"sleep 302 &\"; sleep 0.01; done' & sleep 100",
+                          timeout_s=1)
+    assert r.timed_out
+    ps = await session.run("ps -eo args")
+    assert "sleep 302" not in ps.stdout.text and "while" not in ps.stdout.text
+
+
 async def test_background_process_does_not_hold_the_call(session: DockerSession) -> None:
     r = await session.run("sleep 100 & echo started", timeout_s=30)
     assert not r.timed_out and r.exit_code == 0 and r.stdout.text == "started\n"
