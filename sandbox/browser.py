@@ -32,12 +32,14 @@ import asyncio
 import base64
 import html
 import io
+import ipaddress
 import json
 import logging
 import math
 import re
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -508,6 +510,46 @@ class PlaywrightBrowser(Browser):
         netloc = address + (f":{parts.port}" if parts.port else "")
         return urlunsplit(parts._replace(netloc=netloc)), {**headers, "host": parts.netloc}
 
+    async def _address_verdict(self, url: str) -> Verdict | None:
+        """A refusal when ``url``'s name points somewhere non-public the policy does not list.
+
+        The host, not the page, opens every connection, so a name that resolves to the host's
+        own loopback or LAN address (its hostname in /etc/hosts, a rebinding DNS record) would
+        reach services no page could reach. Such an address is opened only when the policy
+        allows the address itself (for IP literals the engine wants an exact entry). Explicit
+        ``config.resolve`` mappings and IP literals were already decided by the rules.
+        """
+        if self.config.allow_url is None:
+            return None
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if not host or host in self.config.resolve or _is_ip_literal(host):
+            return None
+        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            return None  # the fetch fails on its own
+        scheme = "https" if parts.scheme in ("https", "wss") else "http"
+        for *_, sockaddr in infos:
+            addr = str(sockaddr[0]).split("%", 1)[0]
+            ip = ipaddress.ip_address(addr)
+            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+                ip = ip.ipv4_mapped
+            if ip.is_global:
+                continue
+            literal = f"[{ip}]" if ip.version == 6 else str(ip)
+            listed = self.config.allow_url(f"{scheme}://{literal}/")
+            if not listed.allowed:
+                return Verdict(
+                    Decision.DENY,
+                    f"{host} resolves to {ip}, a non-public address the policy does not list "
+                    f"(list {ip} in the browser's allow_domains to allow it)",
+                    rule_id="browser.address",
+                    source=listed.source,
+                )
+        return None
+
     async def _forward(self, route: Route) -> None:
         """Fetch an allowed request on the host and answer the page with the response.
 
@@ -531,6 +573,10 @@ class PlaywrightBrowser(Browser):
         url, method, headers, post_data = request.url, request.method, request.headers, request.post_data_buffer
         timeout = self.config.navigation_timeout_s * 1000
         for _ in range(_MAX_REDIRECTS + 1):
+            denied = await self._address_verdict(url)
+            if denied is not None:
+                await self._refuse(route, url, denied)
+                return
             fetch_url, fetch_headers = self._fetch_target(url, headers)
             try:
                 response = await route.fetch(
@@ -605,6 +651,8 @@ class PlaywrightBrowser(Browser):
         succeeded, and an upstream that refuses is a close before ``open``, as in a browser.
         """
         verdict = self._check(ws.url)
+        if verdict.allowed:
+            verdict = await self._address_verdict(ws.url) or verdict
         if not verdict.allowed:
             self._report(BlockedRequest(ws.url, verdict, False, "websocket"))
             await ws.close(code=1008, reason="blocked by sandloop")
@@ -1030,6 +1078,14 @@ def _moves_content(raw: ActionLike) -> bool:
     return kind in ("scroll", "drag")
 
 
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _check_bounds(action: BaseModel, display: Size) -> None:
     width, height = display
     for x, y in _points(action):
@@ -1139,6 +1195,9 @@ class ContainerBrowser(PlaywrightBrowser):
             **self.limits.labels,
         }
         create = {
+            # Gone as soon as Chromium exits, even when the relay and the front-end were both
+            # SIGKILLed and nobody is left to remove it.
+            "auto_remove": True,
             "init": True,  # reap Chromium's helper processes
             "user": "1000:1000",
             "cap_drop": ["ALL"],

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_asyncio
 
+from policies.decision import Decision, Verdict
 from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser, _next_hop
 from tests.browser.conftest import RESOLVE, Site, domain_rules
 from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, closed_port, echoes, socket_page, wait_page
@@ -182,3 +184,34 @@ async def test_redirect_loop_ends(browser: LocalBrowser, site: Site) -> None:
     assert nav.url.startswith("chrome-error:")  # an error page, and the call returned
     assert 0 < site.paths().count("/loop?n=1") - before <= 25
     assert (await browser.navigate(site.url("/hello", host="allowed.test"))).title == "hello"
+
+
+def _names_allowed_addresses_listed(listed: set[str]):  # type: ignore[no-untyped-def]
+    """Like a policy with allow_domains = ["*", *listed]: any name, IP literals only if listed."""
+    from sandbox.browser import _is_ip_literal
+
+    def check(url: str) -> Verdict:
+        host = urlsplit(url).hostname or ""
+        if _is_ip_literal(host) and host not in listed:
+            return Verdict(Decision.DENY, "addresses must be listed exactly", "test.ip", "test:3")
+        return Verdict(Decision.ALLOW, "any name", "test.any", "test:4")
+
+    return check
+
+
+@pytest.mark.parametrize("listed", [set(), {"127.0.0.1"}])
+async def test_a_name_that_resolves_to_loopback_needs_the_address_listed(site: Site, listed: set[str]) -> None:
+    # The host opens every connection, so "localhost" (or the machine's own hostname) must not
+    # hand a page the host's loopback services under a policy that allows any name.
+    b = LocalBrowser(BrowserConfig(allow_url=_names_allowed_addresses_listed(listed)))
+    try:
+        path = f"/hello?listed={len(listed)}"
+        nav = await b.navigate(site.url(path, host="localhost"))
+        if listed:
+            assert nav.blocked is None and nav.title == "hello"
+        else:
+            assert nav.blocked is not None and nav.blocked.rule_id == "browser.address"
+            assert "resolves to 127.0.0.1" in nav.blocked.justification
+            assert path not in site.paths()  # the server never saw it
+    finally:
+        await b.close()
