@@ -60,7 +60,9 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         pids_limit=shell.resources.pids,
         runtime=shell.runtime,
         env=dict(shell.env),
-        read_only_paths=read_only_paths(policy.files.read_only),
+        # .git always: what the host's git runs is never the sandbox's to change, whatever a
+        # policy's patch rules say (lint flags a policy that leaves it writable).
+        read_only_paths=tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only)))),
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
         limits=limits,

@@ -343,7 +343,7 @@ class DockerSession(HelperSession):
         # Root in name only still owns its files: forbid the setuid/setgid bits (seccomp.py).
         # Under gVisor (registered with --oci-seccomp) the engine's default profile would break
         # thread creation, so gVisor sandboxes get ours too.
-        if self.user.split(":")[0] == "0" or self.config.runtime == "runsc":
+        if self.user.split(":")[0] in ("0", "root") or self.config.runtime == "runsc":
             opts.append(f"seccomp={seccomp.no_setid_profile(self.config.runtime)}")
         return opts
 

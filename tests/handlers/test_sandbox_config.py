@@ -39,3 +39,9 @@ def test_read_only_globs_that_name_a_path_become_mounts() -> None:
 
     assert read_only_paths([".git/**", "secrets", "*.lock", "build/*.o", "secrets/"]) == (".git", "secrets")
     assert docker_config(load_policy("default").policy).read_only_paths == (".git",)
+
+
+def test_git_stays_read_only_even_when_a_policy_forgets_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    policy_file = tmp_path / "p.toml"
+    policy_file.write_text('version = 1\nextends = ["default"]\n\n[files]\nread_only = ["secrets/**"]\n')
+    assert docker_config(load_policy(policy_file).policy).read_only_paths == (".git", "secrets")
