@@ -73,6 +73,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from policies.decision import Decision, Verdict
+from policies.model import NotAnAddress, ip_literal
 from sandbox import keys as keymap
 from sandbox.base import Closing
 from sandbox.errors import SandboxUnavailable
@@ -1079,11 +1080,12 @@ def _moves_content(raw: ActionLike) -> bool:
 
 
 def _is_ip_literal(host: str) -> bool:
+    """The policy's own reading of IP literals (every form Chromium accepts), so the rules and
+    this guard never disagree on what is an address."""
     try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
+        return ip_literal(host) is not None
+    except NotAnAddress:
+        return True  # an address-like host Chromium refuses; the rules refuse it too
 
 
 def _check_bounds(action: BaseModel, display: Size) -> None:
