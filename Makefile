@@ -7,7 +7,7 @@ bootstrap:
 	./scripts/bootstrap
 
 test: bootstrap
-	$(PY) -m ruff check executor sandbox policies tests bench
+	$(PY) -m ruff check executor sandbox policies sandloop tests bench
 	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider
 
@@ -15,7 +15,7 @@ demo: bootstrap
 	.venv/bin/sandloop run --demo
 
 lint: bootstrap
-	$(PY) -m ruff check executor sandbox policies tests bench
+	$(PY) -m ruff check executor sandbox policies sandloop tests bench
 	$(PY) -m mypy
 
 bench: bootstrap

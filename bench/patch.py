@@ -17,10 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from policies.decision import Decision, Verdict
 from sandbox.base import Session
 from sandbox.patch import v4a
 from sandbox.patch.apply import apply_operations
+from sandloop.verdict import Decision, Verdict
 
 HUNKS = 50
 RUNS = 15

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.prompt import Confirm
 
-from policies.decision import Verdict
+from sandloop.verdict import Verdict
 
 __all__ = [
     "ApprovalAnswer",

@@ -28,7 +28,6 @@ from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callba
 from executor.audit import DEFAULT_LOG, RequestLog
 from executor.dispatch import Toolbox
 from executor.handlers import computer
-from executor.handlers.function import ToolSchemaError
 from executor.loop import Budgets, ExitCode, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
 from executor.sandbox_config import docker_config, shell_limits
@@ -38,6 +37,7 @@ from sandbox import cli as sandbox_cli
 from sandbox.browser import BrowserConfig, open_browser
 from sandbox.docker import DockerSession
 from sandbox.patch import cli as patch_cli
+from sandloop.errors import ToolSchemaError
 
 __all__ = ["EPILOG", "RunOptions", "build_parser", "main", "open_toolbox", "run_task"]
 
@@ -265,7 +265,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
         return int(ExitCode.USAGE)
     except Exception as exc:
         from policies.model import PolicyLoadError
-        from sandbox.errors import SandloopError, describe
+        from sandloop.errors import SandloopError, describe
 
         if not isinstance(exc, (SandloopError, OSError, ValueError)):
             raise

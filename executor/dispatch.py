@@ -5,7 +5,7 @@ in call order. Calls that touch one back-end resource keep a safe order through 
 ``asyncio.Lock`` (FIFO, acquired in call order): every computer action on the one browser, two
 patches to the same file. Whatever a handler does — raise, overrun its deadline, find its
 back-end dead, return something malformed — the call still gets an output of the right type
-carrying the error text (:func:`sandbox.errors.describe`). Hosted items (server-run shells,
+carrying the error text (:func:`sandloop.errors.describe`). Hosted items (server-run shells,
 ``mcp_call``, web search …) need nothing and are skipped.
 """
 
@@ -43,11 +43,12 @@ from executor.handlers.function import (
 )
 from executor.handlers.local_shell import handle_local_shell_call
 from executor.handlers.mcp_approval import handle_mcp_approval_request
-from executor.handlers.shell import ShellLimits, handle_shell_call
+from executor.handlers.shell import handle_shell_call
 from executor.handlers.tool_search import ToolCatalog, handle_tool_search_call
-from policies.decision import Decision, Verdict
 from sandbox.base import Session
-from sandbox.errors import NotEnabled, SandboxTimeout, describe
+from sandloop.errors import NotEnabled, SafetyCheckRefused, SandboxTimeout, describe
+from sandloop.limits import Limits
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["CallRecord", "DispatchResult", "Dispatcher", "EventSink", "Toolbox", "is_actionable"]
 
@@ -258,7 +259,7 @@ class Dispatcher:
         tb = self.toolbox
         if tb.session is None or tb.gate is None:
             raise NotEnabled(f"{kind} is not enabled in this run (no sandbox session)")
-        limits = tb.shell_limits if tb.shell_limits is not None else ShellLimits()
+        limits = tb.shell_limits if tb.shell_limits is not None else Limits()
         session, gate = tb.session, tb.gate
         if kind == "local_shell_call":
             return lambda: handle_local_shell_call(item, session, gate, limits=limits,
@@ -313,7 +314,7 @@ class Dispatcher:
         return output.get(key) == call_id_of(item)
 
     def _is_safety_refusal(self, exc: BaseException) -> bool:
-        return isinstance(exc, computer_handlers.SafetyCheckRefused)
+        return isinstance(exc, SafetyCheckRefused)
 
     async def _one(self, model: Any, item: dict[str, Any], record: CallRecord,
                    stop: list[str], deadline: float) -> Output | None:

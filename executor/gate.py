@@ -1,6 +1,6 @@
 """The seam between handlers and policy: every action a handler is about to take asks the gate.
 
-A gate answers with a final :class:`~policies.decision.Verdict` — ALLOW or DENY, never PROMPT:
+A gate answers with a final :class:`~sandloop.verdict.Verdict` — ALLOW or DENY, never PROMPT:
 the gate itself resolves PROMPT through the approvals callback and records the decision in the
 audit log. Handlers therefore never talk to the policy engine, the approvals UI or the audit
 log directly; they ask the gate and act on the answer.
@@ -8,13 +8,12 @@ log directly; they ask the gate and act on the answer.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Protocol
 
-from policies.decision import Verdict
+from sandloop.files import PatchKind
+from sandloop.verdict import Verdict
 
-__all__ = ["Gate", "PatchKind"]
-
-PatchKind = Literal["create_file", "update_file", "delete_file"]
+__all__ = ["Gate"]
 
 
 class Gate(Protocol):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from executor.approvals import ApprovalKind, ApprovalRequest, Approvals, DenyAll
-from executor.gate import PatchKind
-from policies.decision import Decision, Verdict
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["PolicyGate"]
 

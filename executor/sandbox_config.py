@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from executor.handlers.shell import ShellLimits
 from policies.model import Policy
-from sandbox.base import SessionLimits
 from sandbox.docker import DockerConfig
+from sandloop.limits import Limits
+from sandloop.matching import glob_base
 
 __all__ = ["docker_config", "read_only_paths", "shell_limits"]
 
 
-def shell_limits(policy: Policy) -> ShellLimits:
+def shell_limits(policy: Policy) -> Limits:
     shell = policy.shell
-    return ShellLimits(
-        default_timeout_ms=min(shell.default_timeout_ms, shell.max_timeout_ms),
-        max_timeout_ms=shell.max_timeout_ms,
+    return Limits(
+        default_timeout_s=min(shell.default_timeout_ms, shell.max_timeout_ms) / 1000,
+        max_timeout_s=shell.max_timeout_ms / 1000,
         max_output_bytes=shell.output_cap_bytes,
     )
 
@@ -29,15 +29,8 @@ def read_only_paths(globs: list[str]) -> tuple[str, ...]:
     """The read-only globs that name a whole path (``.git/**``, ``**/.git/**``, ``secrets``) become read-only
     mounts, so shell commands cannot write there either; patterns like ``*.lock`` stay
     patch-only rules, since a mount needs a fixed path."""
-    paths = []
-    for glob in globs:
-        base = (glob[:-3] if glob.endswith("/**") else glob).strip("/")
-        # "**/.git" means every .git; the one at the root is the host checkout's own, the one
-        # a mount can cover (nested ones stay patch-only rules).
-        base = base[3:] if base.startswith("**/") else base
-        if base and not any(ch in base for ch in "*?[") and base not in paths:
-            paths.append(base)
-    return tuple(paths)
+    bases = (glob_base(glob) for glob in globs)
+    return tuple(dict.fromkeys(base for base in bases if base is not None))
 
 
 def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None) -> DockerConfig:
@@ -47,11 +40,6 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
     base = base or DockerConfig()
     if read_only is None:
         read_only = not policy.files.writable
-    limits = SessionLimits(
-        default_timeout_s=min(shell.default_timeout_ms, shell.max_timeout_ms) / 1000,
-        max_timeout_s=shell.max_timeout_ms / 1000,
-        max_output_bytes=shell.output_cap_bytes,
-    )
     return replace(
         base,
         read_only_workspace=read_only,
@@ -65,5 +53,5 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         read_only_paths=tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only)))),
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
-        limits=limits,
+        limits=shell_limits(policy),
     )

@@ -20,11 +20,11 @@ from rich.console import Console
 from rich.table import Table
 
 from policies import audit
-from policies.decision import Decision, Verdict
 from policies.engine import PolicyEngine, example_problems, load_policy
 from policies.lint import lint
 from policies.model import Layer, PolicyLoadError, Problem, json_schema, key_lines
 from policies.model import validation_problems as _problems_of
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["register"]
 

@@ -19,25 +19,30 @@ import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from policies import shell_parse
-from policies.decision import Decision, Verdict
 from policies.model import (
     LoadedPolicy,
-    NotAnAddress,
     Policy,
     PolicyLoadError,
     Problem,
     ShellRule,
-    ip_literal,
     load,
 )
 from policies.shell_parse import MANY, Dynamic, SimpleCommand, Word
-from sandbox.errors import PolicyDenied, describe
+from sandloop.errors import NotAnAddress, PolicyDenied, describe
+from sandloop.matching import (
+    default_port,
+    glob_match,
+    host_entry,
+    ip_literal,
+    is_loopback_name,
+    match_host,
+)
+from sandloop.verdict import Decision, Verdict
 
 __all__ = [
     "CompiledRule",
@@ -46,7 +51,6 @@ __all__ = [
     "Words",
     "deny_text",
     "example_problems",
-    "glob_match",
     "load_policy",
 ]
 
@@ -157,57 +161,6 @@ class CompiledRule:
         return Verdict(self.rule.decision, self.rule.justification, self.rule.id, self.source)
 
 
-@lru_cache(maxsize=512)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    """Workspace globs: ``*`` and ``?`` stay inside one path segment, ``**`` crosses them;
-    ``dir/**`` also matches ``dir`` itself, ``**/x`` also matches a top-level ``x``."""
-    out = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("/**", i) and i + 3 == len(glob):
-            out.append("(?:/.*)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and "]" in glob[i + 2 :]:
-            end = glob.index("]", i + 2)
-            body = glob[i + 1 : end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out), re.S)
-
-
-def glob_match(glob: str, path: str) -> bool:
-    return _glob_regex(glob).fullmatch(path) is not None
-
-
-def _host_matches(entry: str, host: str, *, exact_only: bool = False) -> bool:
-    """Does a domain-list entry name the host? ``exact_only`` (IP literals and localhost names,
-    in the allow list) leaves only an exact entry able to match."""
-    if entry == "*":
-        return not exact_only
-    if entry.startswith("*."):
-        return not exact_only and host.endswith(entry[1:])
-    return host == entry
-
-
-def _is_loopback_name(host: str) -> bool:
-    return host == "localhost" or host.endswith(".localhost")
-
-
 _KINDS = {"create": "create", "update": "update", "delete": "delete"}
 
 
@@ -292,7 +245,8 @@ class PolicyEngine:
                 Decision.DENY, ("files", "max_patch_bytes"),
                 f"the patch is {size_bytes} bytes; the policy allows {files.max_patch_bytes}"))
         for n, glob in enumerate(files.read_only):
-            if glob_match(glob, normal):
+            # read-only globs compare without case: .GIT is .git on a case-insensitive disk
+            if glob_match(glob, normal, fold_case=True):
                 return self._final(self._setting(
                     Decision.DENY, ("files", "read_only", n),
                     f"{normal} is read-only (matches {glob!r})", "files.read_only"))
@@ -343,23 +297,30 @@ class PolicyEngine:
                 f"{parts.scheme or 'a relative URL'}", "browser.scheme"))
         if not host:
             return self._final(Verdict(Decision.DENY, "the URL has no host", "browser.url"))
-        for n, entry in enumerate(browser.block_domains):
-            if _host_matches(entry, host):
-                return self._final(self._setting(
-                    Decision.DENY, ("browser", "block_domains", n),
-                    f"{host} is blocked (matches {entry!r})", "browser.block_domains"))
-        # An IP literal or a loopback name reaches this machine, its network or a metadata
-        # service: only an entry naming exactly that address or name allows it.
-        exact_only = address is not None or _is_loopback_name(host)
-        for n, entry in enumerate(browser.allow_domains):
-            if _host_matches(entry, host, exact_only=exact_only):
-                return self._final(self._setting(
-                    Decision.ALLOW, ("browser", "allow_domains", n),
-                    f"{host} is allowed (matches {entry!r})", "browser.allow_domains"))
+        try:
+            port = parts.port or default_port(parts.scheme)
+        except ValueError:
+            return self._final(Verdict(Decision.DENY, "the URL's port is not a number",
+                                       "browser.url"))
+        block = [host_entry(e) for e in browser.block_domains]
+        entry = match_host(block, host, port, wildcards_reach_addresses=True)
+        if entry is not None:
+            n = block.index(entry)
+            return self._final(self._setting(
+                Decision.DENY, ("browser", "block_domains", n),
+                f"{host} is blocked (matches {str(entry)!r})", "browser.block_domains"))
+        allow = [host_entry(e) for e in browser.allow_domains]
+        entry = match_host(allow, host, port)
+        if entry is not None:
+            n = allow.index(entry)
+            return self._final(self._setting(
+                Decision.ALLOW, ("browser", "allow_domains", n),
+                f"{host} is allowed (matches {str(entry)!r})", "browser.allow_domains"))
         decision = browser.default
         why = f"{host} is not in allow_domains"
-        if exact_only:
-            # a default allow must not let an address through that allow_domains does not name
+        if address is not None or is_loopback_name(host):
+            # A default allow must not let through an address (this machine, its network, a
+            # metadata service) or a loopback name that allow_domains does not name exactly.
             decision = Decision.DENY if decision is Decision.ALLOW else decision
             why = f"{host} is an IP address or a loopback name that allow_domains does not list"
         return self._final(Verdict(decision, why, None,

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from policies.decision import Decision
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
+from sandloop.verdict import Decision
 
 __all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint"]
 

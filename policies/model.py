@@ -27,11 +27,11 @@ element by element, as a *prefix* (the argv may go on after the pattern):
   (``"python3.*"``). A word known only at run time may match a glob, so it is decided as
   strictly as if it did; it is never *certainly* matched by one.
 
-Browser domain lists (``allow_domains``, ``block_domains``) take host names, ``*.suffix``, ``*``,
-and IP literals. An IP literal is normalised (:func:`ip_literal`: dotted, integer, hex and octal
-IPv4 as Chromium reads them; IPv6; IPv4-mapped IPv6 is the IPv4 address), and a URL whose host is
-an IP literal is allowed only by that exact address: ``*`` and ``*.suffix`` never match one.
-``localhost`` and ``*.localhost`` are loopback too and must be listed exactly.
+Host lists (``allow_domains``, ``block_domains``, ``[shell] network``) take host names,
+``*.suffix``, ``*`` and IP literals, each optionally with ``:port``; they are parsed and matched
+by :mod:`sandloop.matching`, the one matcher the engine, the browser and the egress proxy share.
+An IP literal (any form Chromium reads: dotted, integer, hex, octal, IPv6) or a loopback name is
+reached only through an entry naming exactly it: ``*`` and ``*.suffix`` never match one.
 
 Every error names the file and line: tomllib reports syntax errors with a position, and for
 schema errors the loader finds the line of the offending key itself (:func:`key_lines`).
@@ -40,7 +40,6 @@ schema errors the loader finds the line of the offending key itself (:func:`key_
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import re
 import tomllib
@@ -50,8 +49,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from policies.decision import Decision
-from sandbox.errors import ConfigError
+from sandloop.errors import ConfigError
+from sandloop.matching import host_entry
+from sandloop.verdict import Decision
 
 __all__ = [
     "BrowserSection",
@@ -62,14 +62,12 @@ __all__ = [
     "LoadedPolicy",
     "McpSection",
     "McpServer",
-    "NotAnAddress",
     "Policy",
     "PolicyLoadError",
     "Problem",
     "ShellResources",
     "ShellRule",
     "ShellSection",
-    "ip_literal",
     "json_schema",
     "key_lines",
     "load",
@@ -80,88 +78,15 @@ __all__ = [
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 _RULE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-_DOMAIN = re.compile(r"^(\*|(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*)$")
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class NotAnAddress(ValueError):
-    """A host that looks like an IP literal (ends in a number) but is not a valid one."""
-
-
-_IPV4_PART = re.compile(r"^(0[xX][0-9a-fA-F]*|[0-9]+)$")
-
-
-def _ipv4_part(part: str) -> int:
-    if part[:2] in ("0x", "0X"):
-        return int(part[2:] or "0", 16)
-    if len(part) > 1 and part.startswith("0"):
-        return int(part, 8)  # raises ValueError on 8 or 9: not an address
-    return int(part)
-
-
-def ip_literal(host: str) -> str | None:
-    """The normalised address when ``host`` is an IP literal, else None.
-
-    IPv4 follows the WHATWG URL "IPv4 parser" that Chromium implements: a host whose last label
-    is a number is an address, written as 1 to 4 parts, each decimal, ``0x`` hex or ``0``-prefixed
-    octal, the last part filling the remaining bytes (``127.1``, ``2130706433``, ``0x7f000001``,
-    ``0177.0.0.1`` are all 127.0.0.1). Raises :class:`NotAnAddress` for a host that ends in a
-    number yet is no address (Chromium refuses those). IPv6 (with or without brackets) is
-    compressed; an IPv4-mapped IPv6 address is its IPv4 address, since it reaches that host.
-    """
-    host = host.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if ":" in host:
-        if "%" in host:
-            raise NotAnAddress(f"{host!r}: zone identifiers are not allowed")
-        try:
-            v6 = ipaddress.IPv6Address(host)
-        except ValueError as exc:
-            raise NotAnAddress(f"{host!r} is not an IPv6 address") from exc
-        return str(v6.ipv4_mapped) if v6.ipv4_mapped is not None else v6.compressed
-    parts = host.split(".")
-    if len(parts) > 1 and parts[-1] == "":
-        parts.pop()  # one trailing dot is allowed, as in a host name
-    if not parts or not _IPV4_PART.match(parts[-1]):
-        return None  # a host name
-    if len(parts) > 4 or not all(_IPV4_PART.match(p) for p in parts):
-        raise NotAnAddress(f"{host!r} ends in a number but is not an IPv4 address")
-    try:
-        numbers = [_ipv4_part(p) for p in parts]
-    except ValueError as exc:
-        raise NotAnAddress(f"{host!r} has a bad octal part") from exc
-    last_limit = 256 ** (5 - len(numbers))
-    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= last_limit:
-        raise NotAnAddress(f"{host!r}: an IPv4 part is out of range")
-    value = numbers[-1]
-    for n, number in enumerate(numbers[:-1]):
-        value += number << (8 * (3 - n))
-    return str(ipaddress.IPv4Address(value))
-
-
 def _domains(value: list[str]) -> list[str]:
-    out = []
-    for entry in value:
-        host = entry.strip().lower().rstrip(".")
-        try:
-            # only a word made of address characters is read as one ("cafe.dead" is a name)
-            address = ip_literal(host) if re.fullmatch(r"[0-9a-fx.:\[\]]+", host) else None
-        except NotAnAddress as exc:
-            raise ValueError(f"{entry!r} is not a valid IP address ({exc})") from None
-        if address is not None:
-            out.append(address)
-            continue
-        if not _DOMAIN.match(host):
-            raise ValueError(
-                f"{entry!r} is not a host name: write 'example.com', '*.example.com', '*' or an "
-                "IP address (no scheme, port or path)"
-            )
-        out.append(host)
-    return out
+    """Each entry parsed (:func:`sandloop.matching.host_entry`) and kept in its normal form."""
+    return [str(host_entry(entry)) for entry in value]
 
 
 PatternElement = str | list[str]

@@ -10,66 +10,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-__all__ = ["Closing", "CommandResult", "FileChange", "FileInfo", "Session", "SessionLimits", "StreamCapture"]
+from sandloop.files import FileChange, FileInfo
+from sandloop.results import CommandResult
 
-
-@dataclass(frozen=True)
-class StreamCapture:
-    """One output stream after the cap: what was kept and exactly what was dropped."""
-
-    text: str
-    total_bytes: int
-    dropped_bytes: int = 0
-    dropped_lines: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.dropped_bytes > 0
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """The result of one command line."""
-
-    stdout: StreamCapture
-    stderr: StreamCapture
-    exit_code: int | None  # None when the command timed out
-    timed_out: bool = False
-    duration_s: float = 0.0
-    oom_killed: bool = False
-    signal: int | None = None  # the signal that ended the command, if any
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    path: str
-    size: int
-    mode: int
-    is_dir: bool
-    is_symlink: bool
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """A whole-file change to commit: new ``content``, or ``None`` to delete."""
-
-    path: str
-    content: bytes | None
-    mode: int | None = None  # None keeps the existing mode (0o644 for new files)
-
-
-@dataclass(frozen=True)
-class SessionLimits:
-    """Limits the back-end enforces itself, whatever the caller asks for."""
-
-    default_timeout_s: float = 120.0
-    max_timeout_s: float = 600.0
-    max_output_bytes: int = 1 << 20  # per stream, per command
-    extra: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["Closing", "Session"]
 
 
 class Closing(abc.ABC):

@@ -72,11 +72,11 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from policies.decision import Decision, Verdict
-from policies.model import NotAnAddress, ip_literal
 from sandbox import keys as keymap
 from sandbox.base import Closing
-from sandbox.errors import SandboxUnavailable
+from sandloop.errors import NotAnAddress, SandboxUnavailable, UnknownKey
+from sandloop.matching import ip_literal
+from sandloop.verdict import Decision, Verdict
 
 __all__ = [
     "BlockedRequest",
@@ -1098,7 +1098,7 @@ def _check_bounds(action: BaseModel, display: Size) -> None:
 def _chord(names: Sequence[str]) -> list[str]:
     try:
         return keymap.chord(names)
-    except keymap.UnknownKey as exc:
+    except UnknownKey as exc:
         raise _Skip(str(exc)) from None
 
 
@@ -1187,7 +1187,7 @@ class ContainerBrowser(PlaywrightBrowser):
 
         if self._docker is None:
             self._docker = docker.from_env()
-        from sandbox.docker import owner_labels
+        from sandbox.lifecycle import owner_labels
 
         # The same owner labels as the shell containers (pid, its start time, host, expiry), so
         # the reaper removes a browser whose front-end died, not only an expired one.

@@ -16,9 +16,10 @@ from typing import Any
 import docker
 import docker.errors
 
+from sandloop.errors import SandloopError
+
 from . import images
 from .docker import DockerConfig, DockerSession, container_user, reap
-from .errors import SandloopError
 
 __all__ = ["doctor_report", "register"]
 

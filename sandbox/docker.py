@@ -17,14 +17,10 @@ from __future__ import annotations
 import asyncio
 import configparser
 import contextlib
-import io
 import logging
-import os
 import secrets
 import socket
 import struct
-import tarfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,19 +31,20 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
+from sandloop.errors import ConfigError, SandboxUnavailable
+from sandloop.limits import Limits
+
 from . import egress, images, seccomp
-from .base import SessionLimits
-from .errors import ConfigError, SandboxUnavailable
+from .bundle import file_archive
+from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protocol import HelperSession, RunnerClient
 
-__all__ = ["DockerConfig", "DockerSession", "container_user", "owner_labels", "reap", "stale_reason"]
+__all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
 
 log = logging.getLogger("sandloop.docker")
 
 RUNNER = Path(__file__).with_name("runner.py")
-HELPER_DIR = "/opt/sandloop"
 WORKSPACE = "/workspace"
-LABEL = "sandloop.session"
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class DockerConfig:
     env: Mapping[str, str] = field(default_factory=dict)  # passed to every command
     idle_expiry_s: float = 900.0  # the helper exits after this long without a request
     max_lifetime_s: float = 24 * 3600.0  # the reaper removes anything older
-    limits: SessionLimits = field(default_factory=SessionLimits)
+    limits: Limits = field(default_factory=Limits)
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -88,27 +85,6 @@ def container_user(workspace: Path) -> tuple[str, str]:
         return "0:0", ("workspace is owned by root: running as uid 0 with every capability dropped "
                        "and setuid/setgid bits refused by seccomp")
     return f"{st.st_uid}:{st.st_gid}", f"running as the workspace owner {st.st_uid}:{st.st_gid}"
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """The kernel's start time of a process (field 22 of /proc/PID/stat): PIDs get reused."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_labels(session_id: str, lifetime_s: float, idle_s: float) -> dict[str, str]:
-    pid = os.getpid()
-    return {
-        LABEL: session_id,
-        "sandloop.owner_pid": str(pid),
-        "sandloop.owner_start": _proc_start_time(pid) or "",
-        "sandloop.owner_host": socket.gethostname(),
-        "sandloop.expires": str(int(time.time() + lifetime_s)),
-        "sandloop.idle_expiry_s": str(int(idle_s)),
-    }
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -158,30 +134,6 @@ def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
     return found
 
 
-def stale_reason(labels: Mapping[str, str], status: str, now: float | None = None) -> str | None:
-    """Why a sandloop container should be removed, or None when its owner still needs it."""
-    now = time.time() if now is None else now
-    if status in ("exited", "dead"):
-        return f"container {status}"
-    try:
-        if float(labels.get("sandloop.expires", "0")) < now:
-            return "expired"
-    except ValueError:
-        return "unreadable expiry label"
-    if labels.get("sandloop.owner_host") != socket.gethostname():
-        return None  # another machine's owner: only its expiry can tell
-    try:
-        pid = int(labels.get("sandloop.owner_pid", ""))
-    except ValueError:
-        return "unreadable owner label"
-    start = _proc_start_time(pid)
-    if start is None:
-        return f"owner pid {pid} is gone"
-    if labels.get("sandloop.owner_start") and start != labels["sandloop.owner_start"]:
-        return f"owner pid {pid} was reused by another process"
-    return None
-
-
 def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple[str, str]]:
     """Remove sandloop containers whose owner is dead or whose expiry passed (or all of them).
 
@@ -205,17 +157,6 @@ def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple
                 raise
         removed.append((name, reason))
     return removed + egress.reap_networks(client, everything=everything)
-
-
-def script_archive(script: Path) -> bytes:
-    """A tar holding one read-only script, for ``put_archive`` into a container's helper volume."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = script.read_bytes()
-        info = tarfile.TarInfo(script.name)
-        info.size, info.mode, info.mtime = len(data), 0o444, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 class _Demux:
@@ -406,7 +347,7 @@ class DockerSession(HelperSession):
             raise SandboxUnavailable(f"cannot create the sandbox container: {exc.explanation or exc}") from exc
         self.container = container
         try:
-            container.put_archive(HELPER_DIR, script_archive(RUNNER))
+            container.put_archive(HELPER_DIR, file_archive(RUNNER.name, RUNNER.read_bytes()))
             raw = self.client.api.attach_socket(
                 container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )

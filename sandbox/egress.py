@@ -30,7 +30,6 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import docker
@@ -38,15 +37,17 @@ import docker.errors
 from docker.types import Mount
 from docker.utils.socket import frames_iter
 
-from . import docker as backend  # a module, not names: docker.py may import this module at its top
+from sandloop.errors import SandboxUnavailable
+
 from . import images
-from .errors import SandboxUnavailable
+from .bundle import PROXY_MODULES, file_archive, zipapp
+from .lifecycle import HELPER_DIR, LABEL, stale_reason
 
 __all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "reap_networks"]
 
 log = logging.getLogger("sandloop.egress")
 
-PROXY_SCRIPT = Path(__file__).with_name("egress_proxy.py")
+PROXY_FILE = "egress.pyz"
 PROXY_PORT = 3128
 PROXY_USER = "65534:65534"  # nobody: the proxy owns no files and needs no privilege
 ROLE_LABEL = "sandloop.role"
@@ -96,7 +97,7 @@ class EgressProxy:
         #: since on the engine's bridge a private address can be the host itself
         self.private_ok = private_ok
         self.session_id = session_id
-        self.labels = {**labels, backend.LABEL: session_id}
+        self.labels = {**labels, LABEL: session_id}
         self.on_decision = on_decision
         self.image = image or images.image_name("shell")
         self.network = f"sandloop-egress-{session_id}"
@@ -137,7 +138,7 @@ class EgressProxy:
         host_config = api.create_host_config(
             init=True,
             read_only=True,
-            mounts=[Mount(backend.HELPER_DIR, None, type="volume")],
+            mounts=[Mount(HELPER_DIR, None, type="volume")],
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             pids_limit=128,  # one thread per connection: this caps concurrent connections too
@@ -145,9 +146,12 @@ class EgressProxy:
             memswap_limit="64m",
             nano_cpus=int(0.5e9),
             network_mode=self.network,
+            # Gone as soon as it exits (its stream closed: the front-end is gone, even SIGKILLed),
+            # with no reaper needed; the network is left for the next reap.
+            auto_remove=True,
         )
         subnets = [c["Subnet"] for c in api.inspect_network(self.network)["IPAM"]["Config"]]
-        command = ["python3", "-u", f"{backend.HELPER_DIR}/{PROXY_SCRIPT.name}", "--port", str(PROXY_PORT)]
+        command = ["python3", "-I", "-u", f"{HELPER_DIR}/{PROXY_FILE}", "--port", str(PROXY_PORT)]
         command += [arg for subnet in subnets for arg in ("--client", subnet)]
         for entry in self.allow:
             command += ["--allow", entry]
@@ -170,7 +174,7 @@ class EgressProxy:
         self.container_id = created["Id"]
         # The second leg: the default bridge is the proxy's way out (internal networks have none).
         api.connect_container_to_network(self.container_id, "bridge")
-        api.put_archive(self.container_id, backend.HELPER_DIR, backend.script_archive(PROXY_SCRIPT))
+        api.put_archive(self.container_id, HELPER_DIR, file_archive(PROXY_FILE, zipapp(PROXY_MODULES)))
         raw = api.attach_socket(self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         sock: socket.socket = getattr(raw, "_sock", raw)
         self._sock = sock
@@ -232,8 +236,7 @@ class EgressProxy:
             _shutdown(sock)  # the proxy sees EOF; our reader sees the end of the stream
         api = self.client.api
         if self.container_id is not None:
-            with contextlib.suppress(docker.errors.NotFound):
-                api.remove_container(self.container_id, force=True, v=True)
+            _remove_container(api, self.container_id)
         if self._reader is not None:
             self._reader.join(timeout=10)
         if sock is not None:
@@ -248,6 +251,16 @@ class EgressProxy:
                 api.disconnect_container_from_network(endpoint, self.network, force=True)
         with contextlib.suppress(docker.errors.NotFound):
             api.remove_network(self.network)
+
+
+def _remove_container(api: Any, container_id: str) -> None:
+    try:
+        api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:  # auto-removal got there first
+        if exc.status_code != 409:
+            raise
 
 
 @dataclass
@@ -289,9 +302,9 @@ def reap_networks(client: docker.DockerClient, *, everything: bool = False) -> l
     Returns (network name, reason) for each one removed.
     """
     removed = []
-    for row in client.api.networks(filters={"label": backend.LABEL}):
+    for row in client.api.networks(filters={"label": LABEL}):
         labels = row.get("Labels") or {}
-        reason = "gc --all" if everything else backend.stale_reason(labels, "")
+        reason = "gc --all" if everything else stale_reason(labels, "")
         if reason is None:
             continue
         try:

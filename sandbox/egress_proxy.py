@@ -1,6 +1,7 @@
 """sandloop's egress proxy: the one way out of a sandbox whose policy lists ``[shell] network``.
 
-Standard library only: it runs inside the shell image, copied there like ``runner.py``. The
+Standard library only: it runs inside the shell image, shipped as a zip application with the
+modules it shares with the host (:mod:`sandbox.bundle`). The
 sandbox sits on an ``--internal`` Docker network with no route out; this process sits on that
 network and on the default bridge, and forwards only to hosts the allow-list names:
 
@@ -11,12 +12,12 @@ Anything else gets ``403`` with a plain-text body naming the rule. Every decisio
 on stdout, which the front-end reads through its attach stream. When stdin closes (the
 front-end went away, even SIGKILLed) the process exits, as the helper does.
 
-Matching, kept in step with ``policies.engine`` (this file cannot import it: it runs in the
-image): ``example.com`` is exactly that host, ``*.example.com`` is any name under it (not the bare
-domain), ``*`` is any *name*. An IP literal is reached only when listed exactly, so ``*`` never
-opens raw addresses; and no name is followed to a loopback, link-local, multicast or unspecified
-address, whatever the list says (the metadata service lives at 169.254.169.254; loopback here is
-the proxy itself).
+Entries are matched by :mod:`sandloop.matching`, the matcher the policy engine and the browser
+use too: ``example.com`` is exactly that host, ``*.example.com`` any name under it (not the bare
+domain), ``*`` any *name*, and any entry may name a port (``host:443``). An IP literal is
+reached only when listed exactly, so ``*`` never opens raw addresses; and no name is followed to
+a loopback, link-local, multicast or unspecified address, whatever the list says (the metadata
+service lives at 169.254.169.254; loopback here is the proxy itself).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import selectors
 import socket
 import socketserver
@@ -34,12 +34,13 @@ import sys
 import threading
 from urllib.parse import urlsplit
 
+from sandloop.matching import HostEntry, host_entry, ip_literal, match_host, normalise_host
+
 RULE = "shell.network"
 MAX_HEAD = 64 << 10
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 15.0
 IDLE_TIMEOUT_S = 300.0
-_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
 # Hop-by-hop headers (RFC 9110 7.6.1) and proxy credentials never go upstream.
 _DROP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"}
 
@@ -57,45 +58,24 @@ class Refused(Exception):
 
 
 def normalize_host(host: str) -> str:
-    """Lower-case, no trailing dot, no IPv6 brackets; raises Refused(400) for anything else odd."""
-    host = host.strip().lower().rstrip(".")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if _ip(host) is None and not _NAME.match(host):
-        raise Refused(400, f"{host!r} is not a host name", "egress.request")
-    return host
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The host as allow-list entries are written (:func:`sandloop.matching.normalise_host`);
+    Refused(400) for anything that is neither a name nor an address."""
     try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
+        return normalise_host(host)
+    except ValueError as exc:
+        raise Refused(400, f"{host!r} is not a host name ({exc})", "egress.request") from None
 
 
-def matching_entry(allow: list[str], host: str) -> str | None:
-    """The allow-list entry that lets ``host`` through (already normalized), or None."""
-    literal = _ip(host) is not None
-    for entry in allow:
-        if entry == host:
-            return entry
-        if literal:
-            continue  # wildcards are for names: an address must be listed as itself
-        if entry == "*" or (entry.startswith("*.") and host.endswith(entry[1:])):
-            return entry
-    return None
-
-
-def check(allow: list[str], host: str) -> str:
-    """The entry that allows ``host``, or raise Refused(403) with the text the client sees."""
-    entry = matching_entry(allow, host)
+def check(allow: list[HostEntry], host: str, port: int) -> HostEntry:
+    """The entry that allows ``host`` on ``port``, or Refused(403) with the text the client sees."""
+    entry = match_host(allow, host, port)
     if entry is not None:
         return entry
-    listed = ", ".join(allow) or "(nothing)"
-    if _ip(host) is not None:
+    listed = ", ".join(map(str, allow)) or "(nothing)"
+    if ip_literal(host) is not None:
         why = f"{host} is an IP address, and addresses are reached only when listed exactly"
     else:
-        why = f"{host} matches none of: {listed}"
+        why = f"{host}:{port} matches none of: {listed}"
     raise Refused(403, f"refused by policy rule {RULE}: {why}")
 
 
@@ -112,15 +92,6 @@ def _forbidden(addr: str, *, private_ok: bool = False) -> str | None:
     if not ip.is_global and not private_ok:
         return "not a public address"
     return None
-
-
-def _is_ip(host: str) -> bool:
-    """An IP literal passed ``check`` only by being listed exactly: the operator named it."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 def connect(host: str, port: int, *, private_ok: bool = False) -> socket.socket:
@@ -223,8 +194,10 @@ class Handler(socketserver.BaseRequestHandler):
                 authority = url.netloc.rpartition("@")[2]  # credentials in a URL are not a Host
                 first = self._origin_form(lines, version, url.path, url.query, authority)
             where = f"{host}:{port}"
-            entry = check(self.server.allow, host)
-            upstream = connect(host, port, private_ok=self.server.private_ok or _is_ip(host))
+            entry = check(self.server.allow, host, port)
+            # An IP literal passed only by being listed exactly: the operator named it.
+            listed_address = ip_literal(host) is not None
+            upstream = connect(host, port, private_ok=self.server.private_ok or listed_address)
         except Refused as refused:
             self._decide(False, method, where, refused.rule, refused.reason)
             self._refuse(client, refused)
@@ -232,7 +205,7 @@ class Handler(socketserver.BaseRequestHandler):
         except (OSError, UnicodeError) as exc:
             self._decide(False, method, where, "egress.request", f"bad request: {exc}")
             return
-        self._decide(True, method, where, RULE, f"allowed by entry {entry!r}")
+        self._decide(True, method, where, RULE, f"allowed by entry {str(entry)!r}")
         client.settimeout(None)
         with upstream:
             if tunnel:
@@ -284,7 +257,7 @@ class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int, allow: list[str], bind: str = "0.0.0.0",
+    def __init__(self, port: int, allow: list[HostEntry], bind: str = "0.0.0.0",
                  clients: list[str] | None = None, private_ok: bool = False) -> None:
         self.allow = allow
         self.private_ok = private_ok
@@ -317,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", action="append", help="subnet allowed to use the proxy")
     parser.add_argument("--private-ok", action="store_true", help="let allowed names reach private addresses")
     args = parser.parse_args(argv)
-    server = Server(args.port, [entry.lower().rstrip(".") for entry in args.allow], clients=args.client,
+    server = Server(args.port, [host_entry(entry) for entry in args.allow], clients=args.client,
                     private_ok=args.private_ok)
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
     emit({"event": "ready", "port": args.port})

@@ -12,12 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["MODIFIERS", "UnknownKey", "chord", "normalize_key", "split_chord"]
+from sandloop.errors import UnknownKey
 
-
-class UnknownKey(ValueError):
-    """A multi-character key name that is not in the table."""
-
+__all__ = ["MODIFIERS", "chord", "normalize_key", "split_chord"]
 
 # canonical spelling -> Playwright key name (https://playwright.dev/python/docs/api/class-keyboard)
 _TABLE: dict[str, str] = {

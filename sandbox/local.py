@@ -16,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .base import SessionLimits
-from .errors import SandboxUnavailable
+from sandloop.errors import SandboxUnavailable
+from sandloop.limits import Limits
+
 from .protocol import HelperSession, RunnerClient
 
 __all__ = ["LocalSession"]
@@ -26,7 +27,7 @@ RUNNER = Path(__file__).with_name("runner.py")
 
 
 class LocalSession(HelperSession):
-    def __init__(self, root: Path, limits: SessionLimits) -> None:
+    def __init__(self, root: Path, limits: Limits) -> None:
         super().__init__(limits)
         self.root = root.resolve()
         self.workspace = str(self.root)
@@ -34,10 +35,10 @@ class LocalSession(HelperSession):
         self._runner: RunnerClient | None = None
 
     @classmethod
-    async def create(cls, root: Path, *, limits: SessionLimits | None = None) -> LocalSession:
+    async def create(cls, root: Path, *, limits: Limits | None = None) -> LocalSession:
         if not root.is_dir():
             raise SandboxUnavailable(f"{root} is not a directory")
-        session = cls(root, limits or SessionLimits())
+        session = cls(root, limits or Limits())
         await session._client()
         return session
 

@@ -18,8 +18,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .base import CommandResult, FileChange, FileInfo, Session, SessionLimits, StreamCapture
-from .errors import FileMissing, PathRefused, SandboxError, SandboxTimeout, SandboxUnavailable
+from sandloop.errors import FileMissing, PathRefused, SandboxError, SandboxTimeout, SandboxUnavailable
+from sandloop.files import FileChange, FileInfo
+from sandloop.limits import Limits
+from sandloop.results import CommandResult, StreamCapture
+
+from .base import Session
 
 __all__ = ["HelperSession", "RunnerClient", "capture_from_wire", "result_from_wire"]
 
@@ -219,7 +223,7 @@ class HelperSession(Session):
     #: Seconds the host waits beyond a command's own timeout (kill grace, drain, transport).
     REPLY_MARGIN_S = 15.0
 
-    def __init__(self, limits: SessionLimits, base_env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, limits: Limits, base_env: Mapping[str, str] | None = None) -> None:
         self.limits = limits
         #: Variables every command gets (a policy's ``[shell] env``); a call's own env wins.
         self.base_env = dict(base_env or {})
@@ -228,9 +232,6 @@ class HelperSession(Session):
     async def _client(self) -> RunnerClient:
         """A live helper client."""
 
-    def clamp_timeout(self, timeout_s: float | None) -> float:
-        wanted = self.limits.default_timeout_s if timeout_s is None else timeout_s
-        return max(0.001, min(wanted, self.limits.max_timeout_s))
 
     async def run(
         self,
@@ -240,8 +241,8 @@ class HelperSession(Session):
         max_output_bytes: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        timeout = self.clamp_timeout(timeout_s)
-        cap = min(max_output_bytes or self.limits.max_output_bytes, self.limits.max_output_bytes)
+        timeout = self.limits.timeout_s(timeout_s)
+        cap = self.limits.output_bytes(max_output_bytes)
         client = await self._client()
         merged = {**self.base_env, **(env or {})}
         try:

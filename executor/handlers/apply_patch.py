@@ -7,7 +7,7 @@ Two entry points, one transaction (:func:`sandbox.patch.apply.apply_operations`)
 * ``custom_tool_call`` to a custom tool named ``apply_patch`` (:data:`APPLY_PATCH_CUSTOM_TOOL`)
   whose input is the multi-file envelope format, answered with ``custom_tool_call_output``.
 
-Every call gets an answer; every failure reaches the model as :func:`sandbox.errors.describe`
+Every call gets an answer; every failure reaches the model as :func:`sandloop.errors.describe`
 text, and a failed call has written nothing.
 """
 
@@ -26,9 +26,9 @@ from openai.types.responses.response_input_item_param import (
 )
 
 from sandbox.base import Session
-from sandbox.errors import PatchParseError, SandloopError, describe
 from sandbox.patch import envelope, paths, v4a
 from sandbox.patch.apply import Allow, PatchResult, apply_operations
+from sandloop.errors import PatchParseError, SandloopError, describe
 
 __all__ = [
     "APPLY_PATCH_CUSTOM_TOOL",

@@ -29,13 +29,12 @@ from rich.prompt import Confirm, Prompt
 from executor.handlers import Output
 from executor.handlers.function import FunctionTool
 from sandbox.browser import Browser, Navigation
-from sandbox.errors import SandloopError
+from sandloop.errors import SafetyCheckRefused
 
 __all__ = [
     "NAVIGATION_TOOL_NAMES",
     "SafetyAnswer",
     "SafetyCallback",
-    "SafetyCheckRefused",
     "SafetyDecision",
     "TerminalSafetyPrompt",
     "acknowledge_all",
@@ -47,17 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("sandloop.computer")
-
-
-class SafetyCheckRefused(SandloopError):
-    """A pending safety check was refused: the run must stop; this call gets no output."""
-
-    def __init__(self, check: PendingSafetyCheck, reason: str) -> None:
-        self.check = check
-        self.reason = reason
-        code = f" ({check.code})" if check.code else ""
-        message = f": {check.message}" if check.message else ""
-        super().__init__(f"safety check {check.id}{code}{message} was refused: {reason}")
 
 
 class SafetyDecision(enum.StrEnum):
@@ -124,7 +112,7 @@ async def _acknowledged(
     for check in item.pending_safety_checks:
         answer = await ask(check, item, url)
         if answer.decision is not SafetyDecision.ACKNOWLEDGE:
-            raise SafetyCheckRefused(check, answer.reason or "refused")
+            raise SafetyCheckRefused(check.id, check.code, check.message, answer.reason or "refused")
         log.info("safety check %s (%s) acknowledged: %s", check.id, check.code, answer.reason)
         # Exactly what the server sent: unset fields stay unset, nulls stay null.
         acknowledged.append(check.model_dump(mode="json", exclude_unset=True))

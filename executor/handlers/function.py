@@ -22,24 +22,19 @@ from typing import Any, Literal
 
 from executor.gate import Gate
 from executor.handlers import Output, echo_caller, error_output
-from sandbox.errors import describe
+from sandloop.errors import ToolSchemaError, describe
 
 __all__ = [
     "WAIT_TOOL_NAME",
     "AsyncTasks",
     "FunctionTool",
     "FunctionTools",
-    "ToolSchemaError",
     "check_strict_schema",
     "handle_custom_tool_call",
     "handle_function_call",
 ]
 
 WAIT_TOOL_NAME = "wait"
-
-
-class ToolSchemaError(ValueError):
-    """A function tool's schema breaks a strict-mode rule (caught before the first request)."""
 
 
 @dataclass

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from executor.gate import Gate
 from sandbox.base import Session
+from sandloop.limits import Limits
 
-from .shell import ShellLimits, effective_timeout_ms, run_steps
+from .shell import effective_timeout_ms, run_steps
 
 __all__ = ["handle_local_shell_call", "local_shell_command"]
 
@@ -54,10 +55,10 @@ async def handle_local_shell_call(
     session: Session,
     gate: Gate,
     *,
-    limits: ShellLimits | None = None,
+    limits: Limits | None = None,
     id_field: IdField = "id",
 ) -> dict[str, Any]:
-    limits = limits or ShellLimits()
+    limits = limits or Limits()
     action = item.get("action") or {}
     call_id = str(item.get("call_id") or item.get("id"))
     timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)

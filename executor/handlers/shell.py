@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.gate import Gate
-from policies.decision import Decision
-from sandbox.base import CommandResult, Session
-from sandbox.errors import SandloopError, describe
+from sandbox.base import Session
+from sandloop.errors import SandloopError, describe
+from sandloop.limits import Limits
+from sandloop.results import CommandResult
+from sandloop.verdict import Decision
 
 __all__ = [
     "EXIT_BACKEND_ERROR",
     "EXIT_DENIED",
-    "ShellLimits",
     "Step",
     "handle_shell_call",
     "run_steps",
@@ -37,13 +38,6 @@ __all__ = [
 
 EXIT_DENIED = 126  # the shell's own code for "found but cannot be executed"
 EXIT_BACKEND_ERROR = 125  # Docker's convention for "the engine failed, not the command"
-
-
-@dataclass(frozen=True)
-class ShellLimits:
-    default_timeout_ms: int = 120_000
-    max_timeout_ms: int = 600_000
-    max_output_bytes: int = 1 << 20  # per stream per command, enforced inside the container
 
 
 @dataclass(frozen=True)
@@ -120,9 +114,9 @@ def shell_call_output(item: dict[str, Any], steps: Sequence[Step]) -> dict[str, 
     return out
 
 
-def effective_timeout_ms(requested: int | None, limits: ShellLimits) -> int:
-    wanted = limits.default_timeout_ms if requested is None or requested <= 0 else requested
-    return min(wanted, limits.max_timeout_ms)
+def effective_timeout_ms(requested: int | None, limits: Limits) -> int:
+    """The call's ``timeout_ms`` (a request) as the limits grant it."""
+    return round(limits.timeout_s(None if requested is None else requested / 1000) * 1000)
 
 
 async def run_steps(
@@ -132,7 +126,7 @@ async def run_steps(
     *,
     call_id: str,
     timeout_ms: int,
-    limits: ShellLimits,
+    limits: Limits,
     env: dict[str, str] | None = None,
     memory: str | None = None,
 ) -> list[Step]:
@@ -173,12 +167,12 @@ async def handle_shell_call(
     session: Session,
     gate: Gate,
     *,
-    limits: ShellLimits | None = None,
+    limits: Limits | None = None,
     env: dict[str, str] | None = None,
     memory: str | None = None,
 ) -> dict[str, Any]:
     """Run a local shell_call in the session and answer it."""
-    limits = limits or ShellLimits()
+    limits = limits or Limits()
     action = item.get("action") or {}
     commands = [str(c) for c in action.get("commands") or []]
     timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)

@@ -18,11 +18,11 @@ import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from executor.gate import PatchKind
-from policies.decision import Verdict
-from sandbox.base import FileChange, Session
-from sandbox.errors import FileMissing, PathRefused, PolicyDenied, SandloopError
+from sandbox.base import Session
 from sandbox.patch import paths, v4a
+from sandloop.errors import FileMissing, PathRefused, PolicyDenied, SandloopError
+from sandloop.files import FileChange, PatchKind
+from sandloop.verdict import Verdict
 
 __all__ = ["Allow", "PatchResult", "apply_operations"]
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from executor.gate import PatchKind
-from policies.decision import Decision, Verdict
-from sandbox.errors import PatchParseError, SandloopError, describe
 from sandbox.patch import envelope, paths, unified, v4a
 from sandbox.patch.apply import apply_operations
+from sandloop.errors import PatchParseError, SandloopError, describe
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["main", "register", "run"]
 

@@ -15,8 +15,8 @@ fails the whole patch, before any file is read.
 
 from __future__ import annotations
 
-from sandbox.errors import PatchParseError
 from sandbox.patch import v4a
+from sandloop.errors import PatchParseError
 
 __all__ = ["looks_like_envelope", "parse"]
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
 
-from sandbox.errors import PathRefused
+from sandloop.errors import PathRefused
+from sandloop.matching import glob_match
 
 __all__ = [
     "DEFAULT_READ_ONLY_GLOBS",
     "MAX_COMPONENT_BYTES",
     "MAX_PATH_BYTES",
-    "matches_glob",
     "normalize",
     "validate",
 ]
@@ -76,34 +75,10 @@ def normalize(path: str) -> str:
     return clean
 
 
-def _match_segments(parts: Sequence[str], pattern: Sequence[str]) -> bool:
-    if not pattern:
-        return not parts
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        # ``**`` spans zero or more whole segments.
-        return any(_match_segments(parts[i:], rest) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatchcase(parts[0], head) and _match_segments(parts[1:], rest)
-
-
-def matches_glob(path: str, pattern: str) -> bool:
-    """Does the normalized ``path`` match ``pattern``?
-
-    Segment-wise globbing: ``*``/``?``/``[...]`` stay inside one segment, ``**`` spans any
-    number of segments. A pattern ending in ``/**`` also matches the directory itself, so
-    ``.git/**`` protects a file named ``.git`` as well as everything below it.
-    """
-    parts = path.split("/")
-    pat = [p for p in pattern.strip("/").split("/") if p]
-    if _match_segments(parts, pat):
-        return True
-    return len(pat) > 1 and pat[-1] == "**" and _match_segments(parts, pat[:-1])
-
-
 def validate(path: str, read_only_globs: Sequence[str] = DEFAULT_READ_ONLY_GLOBS) -> str:
     """Normalize ``path`` and refuse it if a read-only glob covers it. Returns the clean path."""
     clean = normalize(path)
     for pattern in read_only_globs:
-        if matches_glob(clean, pattern):
+        if glob_match(pattern, clean, fold_case=True):
             raise _refuse(clean, f"the path is read-only (matches {pattern!r})")
     return clean

@@ -16,8 +16,8 @@ from unidiff.constants import DEV_NULL
 from unidiff.patch import Hunk as UHunk
 from unidiff.patch import PatchedFile
 
-from sandbox.errors import PatchParseError
 from sandbox.patch import v4a
+from sandloop.errors import PatchParseError
 
 __all__ = ["looks_like_unified", "parse"]
 

@@ -22,7 +22,7 @@ these are sandloop's rules, and every one of them has a fixture under tests/patc
   around the diff is tolerated; any other ``***`` line fails.
 * Binary files (NUL bytes, or not UTF-8) are refused.
 
-Everything here is pure: bytes and text in, bytes out, exceptions from :mod:`sandbox.errors`.
+Everything here is pure: bytes and text in, bytes out, exceptions from :mod:`sandloop.errors`.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sandbox.errors import BinaryFile, ContextNotFound, PatchParseError, PathRefused
 from sandbox.patch import paths
+from sandloop.errors import BinaryFile, ContextNotFound, PatchParseError, PathRefused
+from sandloop.files import PatchKind
 
 __all__ = [
     "Applied",
     "FileOp",
     "Hunk",
-    "OpKind",
     "apply_hunks",
     "decode_text",
     "from_api",
@@ -50,8 +50,6 @@ __all__ = [
     "parse_update",
     "split_diff",
 ]
-
-OpKind = Literal["create_file", "update_file", "delete_file"]
 LineKind = Literal[" ", "-", "+"]
 
 BEGIN_PATCH = "*** Begin Patch"
@@ -93,7 +91,7 @@ class Hunk:
 class FileOp:
     """One file operation, whichever format it came from (API call, envelope, unified diff)."""
 
-    kind: OpKind
+    kind: PatchKind
     path: str
     hunks: tuple[Hunk, ...] = ()
     content: str | None = None  # create_file: the whole new text

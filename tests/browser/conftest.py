@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from PIL import Image
 
-from policies.decision import Decision, Verdict
+from sandloop.verdict import Decision, Verdict
 from tests.browser import pages
 from tests.browser.sockets import Echo, echo_server
 

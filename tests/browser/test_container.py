@@ -73,7 +73,7 @@ async def test_container_is_hardened(browser: ContainerBrowser, engine: docker.D
     assert labels["sandloop.session"] == SESSION and int(labels["sandloop.expires"]) > 0
     assert labels["sandloop.owner_pid"].isdigit()
     # the reaper can tell a dead owner (pid + its start time on this host), not only an expiry
-    from sandbox.docker import stale_reason
+    from sandbox.lifecycle import stale_reason
 
     assert labels["sandloop.owner_host"] and labels["sandloop.owner_start"]
     assert stale_reason(labels, "running") is None

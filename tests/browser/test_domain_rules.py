@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_asyncio
 
-from policies.decision import Decision, Verdict
 from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser, _next_hop
+from sandloop.verdict import Decision, Verdict
 from tests.browser.conftest import RESOLVE, Site, domain_rules
 from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, closed_port, echoes, socket_page, wait_page
 

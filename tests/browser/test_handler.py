@@ -17,7 +17,6 @@ from rich.console import Console
 
 from executor.handlers.computer import (
     SafetyAnswer,
-    SafetyCheckRefused,
     SafetyDecision,
     TerminalSafetyPrompt,
     acknowledge_all,
@@ -28,7 +27,7 @@ from executor.handlers.computer import (
 )
 from executor.handlers.function import check_strict_schema
 from sandbox.browser import BrowserConfig, LocalBrowser
-from sandbox.errors import SandloopError, describe
+from sandloop.errors import SafetyCheckRefused, SandloopError, describe
 from tests.browser.conftest import Site, png_size
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.keys import MODIFIERS, UnknownKey, chord, normalize_key, split_chord
+from sandbox.keys import MODIFIERS, chord, normalize_key, split_chord
+from sandloop.errors import UnknownKey
 
 FORMS = {
     "Control": ["CTRL", "ctrl", "Ctrl", "Control", "CONTROL", "control_l", "Control_R", "CTL"],

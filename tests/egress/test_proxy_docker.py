@@ -12,6 +12,7 @@ import json
 import secrets
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,10 @@ import docker
 import pytest
 
 from sandbox import images
-from sandbox.docker import LABEL, DockerConfig, DockerSession, owner_labels, stale_reason
+from sandbox.docker import DockerConfig, DockerSession
 from sandbox.egress import PROXY_PORT, EgressDecision, EgressHandle, EgressProxy, attach_egress, reap_networks
-from sandbox.errors import SandboxUnavailable
+from sandbox.lifecycle import LABEL, owner_labels
+from sandloop.errors import SandboxUnavailable
 
 pytestmark = [pytest.mark.docker]
 
@@ -186,7 +188,7 @@ async def test_allow_list_is_enforced_from_a_real_session(
     assert out["env"] == world.handle.env["HTTPS_PROXY"]
     assert out["allowed"][0] == 200 and "Directory listing" in out["allowed"][1]
     assert out["blocked"] == [403, "sandloop egress proxy: refused by policy rule shell.network: "
-                                    "blocked.test matches none of: allowed.test\n"]
+                                    "blocked.test:8000 matches none of: allowed.test\n"]
     assert out["ip_via_proxy"][0] == 403 and "addresses are reached only when listed exactly" in out["ip_via_proxy"][1]
     assert out["connect_allowed"] == [200, "HTTP/1.0 200 OK"]
     assert out["connect_blocked"][0] == 403 and "rule shell.network" in out["connect_blocked"][1]
@@ -205,7 +207,7 @@ async def test_allow_list_is_enforced_from_a_real_session(
         (False, "CONNECT", f"blocked.test:{PORT}", "shell.network"),
     }
     refused = next(d for d in world.decisions if d.target == f"blocked.test:{PORT}")
-    assert refused.reason == "refused by policy rule shell.network: blocked.test matches none of: allowed.test"
+    assert refused.reason == f"refused by policy rule shell.network: blocked.test:{PORT} matches none of: allowed.test"
 
 
 async def test_proxy_is_hardened_dies_with_its_owner_and_close_removes_everything(
@@ -243,14 +245,16 @@ async def test_proxy_is_hardened_dies_with_its_owner_and_close_removes_everythin
             stranger.remove(force=True)
 
         # The owner going away ends the attach stream (as the kernel does for a killed process):
-        # the proxy sees EOF on stdin and exits, and reap() would remove it as exited.
+        # the proxy sees EOF on stdin, exits, and is removed by the engine: no exited proxy waits
+        # for a reaper.
+        assert host["AutoRemove"] is True
         sock = handle.proxy._sock
         assert sock is not None
         sock.shutdown(socket.SHUT_RDWR)
-        status = await asyncio.to_thread(api.wait, handle.proxy.container_id, timeout=60)
-        assert status["StatusCode"] == 0
-        state = api.inspect_container(handle.proxy.container_id)["State"]["Status"]
-        assert stale_reason(attrs["Config"]["Labels"], state) == "container exited"
+        deadline = time.monotonic() + 60
+        while api.containers(all=True, filters={"id": handle.proxy.container_id}):
+            assert time.monotonic() < deadline, "the proxy outlived its owner's stream"
+            await asyncio.sleep(0.1)
     finally:
         await handle.close()
     assert _leftovers(docker_client, sid) == []

@@ -9,9 +9,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.egress_proxy import Handler, Refused, Server, _forbidden, check, matching_entry, normalize_host
+from sandbox.egress_proxy import Handler, Refused, Server, _forbidden, check, normalize_host
+from sandloop.matching import HostEntry, host_entry, match_host
 
 ALLOW = ["pkgs.example.test", "*.mirror.example.test", "10.1.2.3"]
+
+
+def entries(texts: list[str]) -> list[HostEntry]:
+    return [host_entry(t) for t in texts]
+
+
+def matching_entry(allow: list[str], host: str, port: int = 443) -> str | None:
+    entry = match_host(entries(allow), host, port)
+    return None if entry is None else str(entry)
 
 
 @pytest.mark.parametrize(
@@ -41,14 +51,14 @@ def test_star_opens_names_but_never_addresses() -> None:
 
 def test_refusal_names_the_rule_and_the_list() -> None:
     with pytest.raises(Refused) as info:
-        check(ALLOW, "evil.example")
+        check(entries(ALLOW), "evil.example", 443)
     assert info.value.status == 403
     assert info.value.reason == (
-        "refused by policy rule shell.network: evil.example matches none of: "
+        "refused by policy rule shell.network: evil.example:443 matches none of: "
         "pkgs.example.test, *.mirror.example.test, 10.1.2.3"
     )
     with pytest.raises(Refused, match="addresses are reached only when listed exactly"):
-        check(["*"], "172.17.0.1")
+        check(entries(["*"]), "172.17.0.1", 443)
 
 
 def test_normalize_host() -> None:
@@ -88,7 +98,7 @@ def test_origin_form_drops_hop_by_hop_and_credentials() -> None:
 
 @pytest.fixture
 def proxy(capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[int, pytest.CaptureFixture[str]]]:
-    server = Server(0, ["localhost", "allowed.test"], bind="127.0.0.1")
+    server = Server(0, entries(["localhost", "allowed.test"]), bind="127.0.0.1")
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server.server_address[1], capsys
@@ -114,7 +124,7 @@ def test_server_refuses_unlisted_hosts_and_logs_the_decision(proxy: tuple[int, p
     status, headers, body = _ask(port, b"CONNECT blocked.test:443 HTTP/1.1\r\nHost: blocked.test:443\r\n\r\n")
     assert status == 403
     assert headers["X-Sandloop-Rule"] == "shell.network"
-    assert body == "sandloop egress proxy: refused by policy rule shell.network: blocked.test matches none of: " \
+    assert body == "sandloop egress proxy: refused by policy rule shell.network: blocked.test:443 matches none of: " \
         "localhost, allowed.test\n"
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert events == [{"event": "decision", "allowed": False, "method": "CONNECT", "target": "blocked.test:443",
@@ -144,7 +154,7 @@ def test_server_rejects_malformed_requests(proxy: tuple[int, pytest.CaptureFixtu
 
 
 def test_server_serves_only_its_clients(capsys: pytest.CaptureFixture[str]) -> None:
-    server = Server(0, ["allowed.test"], bind="127.0.0.1", clients=["10.9.0.0/16"])
+    server = Server(0, entries(["allowed.test"]), bind="127.0.0.1", clients=["10.9.0.0/16"])
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:

@@ -10,7 +10,7 @@ import pytest
 
 from executor.approvals import ApprovalRequest, Callback
 from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools, ToolSchemaError
+from executor.handlers.function import FunctionTool, FunctionTools
 from executor.handlers.tool_search import ToolCatalog
 from executor.loop import Budgets, ExitCode, Loop, LoopConfig
 from executor.testing import (
@@ -24,6 +24,7 @@ from executor.testing import (
     message,
     tool_search_call,
 )
+from sandloop.errors import ToolSchemaError
 from tests.executor.conftest import run_loop, serve
 
 NO_ARGS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}

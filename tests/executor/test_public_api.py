@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import executor
-import sandbox.errors
+import sandloop.errors
 
 
 def test_executor_all_is_importable_and_public() -> None:
@@ -14,8 +14,12 @@ def test_executor_all_is_importable_and_public() -> None:
 
 
 def test_every_error_describes_itself() -> None:
-    for name in sandbox.errors.__all__:
-        obj = getattr(sandbox.errors, name)
+    for name in sandloop.errors.__all__:
+        obj = getattr(sandloop.errors, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
-            text = sandbox.errors.describe(obj("detail"))
+            exc = obj("c1", None, None, "detail") if obj is sandloop.errors.SafetyCheckRefused else obj("detail")
+            text = sandloop.errors.describe(exc)
             assert text.endswith("detail") and not text.startswith("internal error"), name
+            # each class has a prefix of its own, so the model can tell them apart
+            assert text.split(":")[0] != sandloop.errors.describe(obj.__mro__[1]("x")).split(":")[0] \
+                or obj.__mro__[1] is Exception or obj is sandloop.errors.NotAnAddress, name

@@ -15,8 +15,9 @@ def test_default_policy_limits_reach_the_container_config() -> None:
     assert cfg.limits.max_output_bytes == policy.shell.output_cap_bytes
     assert dict(cfg.env) == policy.shell.env
     limits = shell_limits(policy)
-    assert limits.max_timeout_ms == policy.shell.max_timeout_ms
-    assert limits.default_timeout_ms <= limits.max_timeout_ms
+    assert limits == cfg.limits  # one limits type: the handler and the container agree
+    assert limits.max_timeout_s == policy.shell.max_timeout_ms / 1000
+    assert limits.default_timeout_s <= limits.max_timeout_s
 
 
 def test_strict_policy_mounts_the_workspace_read_only() -> None:

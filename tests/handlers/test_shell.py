@@ -13,15 +13,15 @@ from pydantic import TypeAdapter
 from executor.handlers.local_shell import handle_local_shell_call, local_shell_command
 from executor.handlers.shell import (
     EXIT_DENIED,
-    ShellLimits,
     Step,
     effective_timeout_ms,
     handle_shell_call,
     shell_call_output,
     truncate_middle,
 )
-from policies.decision import Decision, Verdict
 from sandbox.docker import DockerSession
+from sandloop.limits import Limits
+from sandloop.verdict import Decision, Verdict
 
 
 class DenyWordGate:
@@ -88,7 +88,7 @@ async def test_local_shell_dangerous_env_is_decided_by_the_default_policy() -> N
 
 
 def test_timeouts_default_and_cap() -> None:
-    limits = ShellLimits(default_timeout_ms=120_000, max_timeout_ms=10_000)
+    limits = Limits(default_timeout_s=120, max_timeout_s=10)
     assert effective_timeout_ms(None, limits) == 10_000
     assert effective_timeout_ms(500, limits) == 500
     assert effective_timeout_ms(10**9, limits) == 10_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from executor.gate import PatchKind
-from policies.decision import Decision, Verdict
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 
 
 async def allow_all(path: str, kind: PatchKind) -> Verdict:

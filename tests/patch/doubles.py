@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sandbox.base import CommandResult, FileChange, FileInfo, Session
-from sandbox.errors import FileMissing
+from sandbox.base import Session
+from sandloop.errors import FileMissing
+from sandloop.files import FileChange, FileInfo
+from sandloop.results import CommandResult
 
 
 class InMemorySessionDouble(Session):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from executor.gate import PatchKind
-from policies.decision import Decision, Verdict
-from sandbox.errors import ContextNotFound, FileMissing, PathRefused, PolicyDenied
 from sandbox.local import LocalSession
 from sandbox.patch import envelope, v4a
 from sandbox.patch.apply import apply_operations
+from sandloop.errors import ContextNotFound, FileMissing, PathRefused, PolicyDenied
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 from tests.patch.conftest import allow_all, tree
 from tests.patch.doubles import InMemorySessionDouble
 

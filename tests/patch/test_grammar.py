@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from executor.handlers.apply_patch import APPLY_PATCH_GRAMMAR
-from sandbox.errors import PatchParseError
 from sandbox.patch import envelope
+from sandloop.errors import PatchParseError
 
 lark = pytest.importorskip("lark", reason="lark is needed to check the custom tool grammar")
 

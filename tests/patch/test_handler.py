@@ -12,14 +12,14 @@ from openai.types.responses.response_custom_tool_call_output_param import (
 from openai.types.responses.response_input_item_param import ApplyPatchCallOutput
 from pydantic import TypeAdapter
 
-from executor.gate import PatchKind
 from executor.handlers.apply_patch import (
     APPLY_PATCH_CUSTOM_TOOL,
     handle_apply_patch_call,
     handle_apply_patch_custom_call,
 )
-from policies.decision import Decision, Verdict
 from sandbox.local import LocalSession
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 from tests.patch.conftest import allow_all, tree
 
 PATCH_OUT = TypeAdapter(ApplyPatchCallOutput)

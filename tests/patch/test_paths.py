@@ -6,8 +6,9 @@ import unicodedata
 
 import pytest
 
-from sandbox.errors import PathRefused
 from sandbox.patch import paths
+from sandloop.errors import PathRefused
+from sandloop.matching import glob_match
 
 
 @pytest.mark.parametrize(
@@ -94,4 +95,4 @@ def test_read_only_globs_come_from_the_caller() -> None:
     ],
 )
 def test_glob_matching(path: str, pattern: str, hit: bool) -> None:
-    assert paths.matches_glob(path, pattern) is hit
+    assert glob_match(pattern, path) is hit

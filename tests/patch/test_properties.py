@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox.errors import ContextNotFound
 from sandbox.patch import v4a
 from sandbox.patch.apply import apply_operations
+from sandloop.errors import ContextNotFound
 from tests.patch.conftest import allow_all
 from tests.patch.doubles import InMemorySessionDouble
 

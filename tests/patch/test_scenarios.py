@@ -12,10 +12,10 @@ from openai.types.responses import ResponseApplyPatchToolCall
 
 from executor.handlers.apply_patch import handle_apply_patch_call
 from sandbox.base import Session
-from sandbox.errors import SandloopError, describe
 from sandbox.local import LocalSession
 from sandbox.patch import envelope, unified
 from sandbox.patch.apply import apply_operations
+from sandloop.errors import SandloopError, describe
 from tests.patch.conftest import allow_all, tree
 
 SCENARIOS_DIR = Path(__file__).with_name("scenarios")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.errors import PatchParseError
 from sandbox.patch import unified
+from sandloop.errors import PatchParseError
 
 
 def test_git_rename_with_changes_and_mode() -> None:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from sandbox.errors import BinaryFile, ContextNotFound, PatchParseError
 from sandbox.patch import v4a
+from sandloop.errors import BinaryFile, ContextNotFound, PatchParseError
 
 
 def apply(text: str, diff: str) -> str:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from policies.decision import Decision
 from policies.engine import PolicyEngine, load_policy
 from policies.lint import lint
-from policies.model import ip_literal
 from policies.shell_parse import parse
+from sandloop.matching import ip_literal
+from sandloop.verdict import Decision
 
 PRESETS = {name: load_policy(name) for name in ("default", "strict", "ci")}
 
@@ -260,7 +260,7 @@ def test_ip_literal_normalises_every_form(host: str, address: str | None) -> Non
 
 @pytest.mark.parametrize("host", ["09.1.1.1", "256.1.1.1", "1.2.3.4.5", "a.0x1", "1.256.1"])
 def test_hosts_ending_in_a_number_must_be_addresses(host: str) -> None:
-    from policies.model import NotAnAddress
+    from sandloop.errors import NotAnAddress
 
     with pytest.raises(NotAnAddress):
         ip_literal(host)

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from policies.decision import Decision
-from policies.engine import PolicyEngine, deny_text, glob_match, load_policy
+from policies.engine import PolicyEngine, deny_text, load_policy
+from sandloop.matching import glob_match
+from sandloop.verdict import Decision
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from policies.decision import Decision
 from policies.engine import load_policy
 from policies.model import PRESETS_DIR, PolicyLoadError, json_schema, key_lines, preset_names
+from sandloop.verdict import Decision
 
 RULE = '''
 [[shell.rules]]

@@ -13,7 +13,7 @@ import pytest
 
 from sandbox import images
 from sandbox.cli import register
-from sandbox.docker import LABEL
+from sandbox.lifecycle import LABEL
 
 pytestmark = [pytest.mark.docker]
 

@@ -15,7 +15,8 @@ import docker
 import pytest
 
 from sandbox import images
-from sandbox.docker import LABEL, DockerConfig, DockerSession, reap, stale_reason
+from sandbox.docker import DockerConfig, DockerSession, reap
+from sandbox.lifecycle import LABEL, stale_reason
 
 pytestmark = [pytest.mark.docker]
 
@@ -208,7 +209,7 @@ async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_cl
         r = await s.run("ls /sys/class/net; echo $HTTPS_PROXY; python3 probe.py", timeout_s=60)
         lines = r.stdout.text.splitlines()
         assert lines[:2] == ["eth0", "lo"] and lines[2].startswith("http://")
-        assert lines[3].startswith("403") and "blocked.test matches none of: allowed.test" in r.stdout.text
+        assert lines[3].startswith("403") and "blocked.test:80 matches none of: allowed.test" in r.stdout.text
         network = s.egress.network
     assert docker_client.api.networks(names=[network]) == []
 
@@ -226,7 +227,7 @@ async def test_git_dir_is_read_only_to_commands(docker_client, user_workspace: P
 
 
 async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client, user_workspace: Path) -> None:
-    from sandbox.errors import ConfigError
+    from sandloop.errors import ConfigError
 
     with pytest.raises(ConfigError, match="runsc"):
         await DockerSession.create(user_workspace, DockerConfig(runtime="runsc", network_allow=("pkgs.example.test",)),

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 
 from sandbox.docker import DockerConfig, DockerSession
-from sandbox.errors import FileMissing, PathRefused, SandboxUnavailable
+from sandloop.errors import FileMissing, PathRefused, SandboxUnavailable
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
@@ -184,7 +184,7 @@ async def test_planted_symlinks_cannot_lead_outside(session: DockerSession, modu
 
 
 async def test_commit_is_all_or_nothing(session: DockerSession, module_workspace: Path) -> None:
-    from sandbox.base import FileChange
+    from sandloop.files import FileChange
 
     await session.write_file("keep.txt", b"original\n")
     with pytest.raises(PathRefused):
