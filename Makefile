@@ -9,6 +9,7 @@ bootstrap:
 test: bootstrap
 	$(PY) -m ruff check executor sandbox policies sandloop tests bench
 	$(PY) -m mypy
+	.venv/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: bootstrap
@@ -17,6 +18,7 @@ demo: bootstrap
 lint: bootstrap
 	$(PY) -m ruff check executor sandbox policies sandloop tests bench
 	$(PY) -m mypy
+	.venv/bin/lint-imports
 
 bench: bootstrap
 	$(PY) bench/shell_overhead.py

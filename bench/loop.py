@@ -22,8 +22,6 @@ from typing import Any
 import openai
 
 from executor.approvals import DenyAll
-from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
 from executor.testing import (
@@ -33,6 +31,8 @@ from executor.testing import (
     message,
     shell_call,
 )
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 from policies.engine import load_policy
 
 TURNS = 40

@@ -5,9 +5,9 @@ The public API is what ``__all__`` lists; modules are free to change behind it.
     from executor import Loop, LoopConfig, Toolbox, FunctionTool
 """
 
-from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools
 from executor.loop import Budgets, ExitCode, Loop, LoopConfig, RunResult, run_sync
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 
 __all__ = [
     "Budgets",

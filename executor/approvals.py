@@ -16,10 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from openai.types.responses import ResponseComputerToolCall
+from openai.types.responses.response_computer_tool_call import PendingSafetyCheck
 from rich.console import Console
 from rich.markup import escape
 from rich.prompt import Confirm
 
+from executor.safety import SafetyAnswer, SafetyCallback, SafetyDecision
 from sandloop.verdict import Verdict
 
 __all__ = [
@@ -103,12 +106,11 @@ class TerminalPrompt:
         return ApprovalAnswer(ok, "approved at the terminal" if ok else "denied at the terminal")
 
 
-def safety_callback(approvals: Approvals) -> Callable[..., Awaitable[Any]]:
+def safety_callback(approvals: Approvals) -> SafetyCallback:
     """The computer handler's pending-safety-check callback, answered by ``approvals``: one
     interface for every question, so a refused check and a refused command look alike."""
-    from executor.handlers.computer import SafetyAnswer, SafetyDecision
 
-    async def ask(check: Any, call: Any, url: str) -> SafetyAnswer:
+    async def ask(check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str) -> SafetyAnswer:
         subject = f"{check.code or 'safety check'}: {check.message or ''} (page {url or '?'})"
         answer = await approvals(ApprovalRequest(
             "safety_check", subject, call.call_id,

@@ -23,9 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
-from executor.cli import RunOptions, _budgets, execute
+from executor.run import BudgetOverrides, RunOptions
 
-__all__ = ["DEMO_DIR", "demo_model", "page_server", "run_demo"]
+__all__ = ["DEMO_DIR", "demo_model", "page_server", "scenario"]
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "examples" / "demo"
 
@@ -94,7 +94,10 @@ def demo_model(page_url: str) -> Any:
     ])
 
 
-def run_demo(args: argparse.Namespace, console: Console) -> int:
+@contextlib.contextmanager
+def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverrides) -> Iterator[RunOptions]:
+    """The demo's run: a fresh copy of the repo, the page served, and (offline) the scripted
+    model behind the strict fake server, for as long as the run takes."""
     live = bool(os.environ.get("OPENAI_API_KEY"))
     policy = args.policy or str(DEMO_DIR / "policy.toml")
     with tempfile.TemporaryDirectory(prefix="sandloop-demo-") as tmp, \
@@ -109,9 +112,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
             base_url, api_key, model = server.base_url, "offline-demo", "scripted-demo"
         console.print(f"[bold]sandloop demo[/] ({'live model ' + model if live else 'offline, scripted model'})"
                       f" — repo copy {repo}, page {page_url}")
-        opts = RunOptions(
+        yield RunOptions(
             task=task, repo=repo, model=model, base_url=base_url, api_key=api_key,
-            policy=policy, browser=args.browser or "auto", budgets=_budgets(args),
+            policy=policy, browser=args.browser or "auto", budgets=budgets,
             stateless=args.stateless, log=Path(args.log),
             record=Path(args.record) if args.record else None)
-        return execute(opts, args, console)

@@ -6,7 +6,7 @@ of the response, answer them all in the next request. The run stops when a respo
 answer (usually a final ``message``), or when a budget, a refusal, an incomplete response or
 an error ends it; every stop has a reason and an exit code.
 
-State (protocol.md D): by default each request chains on ``previous_response_id`` and sends
+State: by default each request chains on ``previous_response_id`` and sends
 only the new items. ``stateless=True`` sends ``store: false`` plus
 ``include: ["reasoning.encrypted_content"]`` and replays the whole history each turn: every
 prior output item in order, stripped of output-only fields (see :func:`replayable`), then our
@@ -33,8 +33,10 @@ import typing_extensions
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response, ResponseInputItemParam
 
-from executor.dispatch import CallRecord, Dispatcher, EventSink, Toolbox
-from executor.handlers import as_dict
+from executor.dispatch import CallRecord, Dispatcher, EventSink
+from executor.items import as_dict
+from executor.registry import tool_params
+from executor.toolbox import Toolbox
 
 __all__ = [
     "Budgets",
@@ -44,6 +46,7 @@ __all__ = [
     "RunResult",
     "TurnRecord",
     "Usage",
+    "harness_note",
     "replayable",
     "run_sync",
 ]
@@ -196,7 +199,7 @@ def _prune(value: Any, annotations: Sequence[Any]) -> Any:
 def replayable(item: dict[str, Any]) -> dict[str, Any]:
     """An output item as an input item: output-only fields (``created_by``, also inside each
     shell_call_output chunk) removed by following the SDK's input param types. ``program``
-    items go back unchanged: their ``fingerprint`` must round-trip (protocol.md A.9)."""
+    items go back unchanged: their ``fingerprint`` must round-trip."""
     if item.get("type") == "program":
         return dict(item)
     return typing.cast(dict[str, Any], _prune(item, [ResponseInputItemParam]))
@@ -232,7 +235,7 @@ class Loop:
         if any(t.is_async for t in toolbox.functions) and toolbox.functions.get("wait") is None:
             toolbox.functions.add(toolbox.tasks.wait_tool())
         toolbox.functions.check_schemas()  # a strict-mode breach fails here, not with a 400
-        self.tools = toolbox.tool_params()
+        self.tools = tool_params(toolbox)
         self.dispatcher = Dispatcher(toolbox, on_event)
         self.on_event = self.dispatcher.on_event  # observers' failures are logged, never fatal
 
@@ -266,6 +269,7 @@ class Loop:
         # stateless turn at 40 turns. They go in the body as they are, through extra_body.
         params = {k: v for k, v in body.items() if k != "input"}
         params["extra_body"] = {**params.get("extra_body", {}), "input": body["input"]}
+        response: Response
         try:
             if isinstance(self.client, AsyncOpenAI):
                 response = await self.client.responses.create(**params)
@@ -369,6 +373,8 @@ class Loop:
                                                        timeout_s=self._remaining(start))
                 record.calls = dispatched.records
                 outputs = dispatched.outputs + self.toolbox.tasks.take_ready()
+                if dispatched.notes:
+                    outputs.append(harness_note(dispatched.notes))
                 t2 = time.perf_counter()
                 record.tools_s, record.total_s = t2 - t1, t2 - t0
                 if dispatched.stop is not None:
@@ -396,6 +402,14 @@ class Loop:
         return result
 
 
+def harness_note(notes: Sequence[str]) -> dict[str, Any]:
+    """What the model must know that no output could carry, as a developer message sent right
+    after the outputs (a computer_call's output is only a screenshot)."""
+    text = "\n".join(f"- {note}" for note in notes)
+    return {"type": "message", "role": "developer",
+            "content": f"sandloop notes about the tool calls just answered:\n{text}"}
+
+
 def _incomplete_reason(response: Response) -> str | None:
     if response.status != "incomplete":
         return None
@@ -404,7 +418,7 @@ def _incomplete_reason(response: Response) -> str | None:
 
 
 def _raise_for_status(response: Response) -> None:
-    """Calls are executed only from a completed response (protocol.md E)."""
+    """Calls are executed only from a completed response: a call cut short is never run."""
     if response.status == "completed":
         return
     reason = _incomplete_reason(response)

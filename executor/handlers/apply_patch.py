@@ -13,6 +13,8 @@ text, and a failed call has written nothing.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,14 +27,22 @@ from openai.types.responses.response_input_item_param import (
     ApplyPatchCallOutputCaller,
 )
 
+from executor.gate import Gate
+from executor.items import Output, ResourceKey
+from executor.kinds import ToolKind
 from sandbox.base import Session
 from sandbox.patch import envelope, paths, v4a
 from sandbox.patch.apply import Allow, PatchResult, apply_operations
 from sandloop.errors import PatchParseError, SandloopError, describe
+from sandloop.files import PatchKind
+from sandloop.verdict import Decision, Verdict
 
 __all__ = [
     "APPLY_PATCH_CUSTOM_TOOL",
     "APPLY_PATCH_GRAMMAR",
+    "ApplyPatchCallKind",
+    "envelope_resources",
+    "gate_allow",
     "handle_apply_patch_call",
     "handle_apply_patch_custom_call",
 ]
@@ -176,3 +186,82 @@ async def handle_apply_patch_custom_call(
     if caller is not None:
         out["caller"] = caller
     return out
+
+
+# -- the tool kind -------------------------------------------------------------------------
+
+_ENVELOPE_PATH = re.compile(r"^\s*\*\*\* (?:Add|Delete|Update) File: (.+)$|^\s*\*\*\* Move to: (.+)$",
+                            re.MULTILINE)
+
+
+def file_key(path: str) -> ResourceKey:
+    """Two patches to one file take turns; the key is the path as the patch names it."""
+    return ("file", posixpath.normpath(path.strip()))
+
+
+def envelope_resources(text: str) -> list[ResourceKey]:
+    """The files an envelope patch touches, sorted (locks are taken in one order: no deadlock)."""
+    return sorted({file_key(a or b) for a, b in _ENVELOPE_PATH.findall(text)})
+
+
+def gate_allow(gate: Gate | None, call_id: str) -> Allow:
+    """The patch transaction's per-file question, answered by the gate."""
+
+    async def allow(path: str, kind: PatchKind) -> Verdict:
+        if gate is None:  # no policy, no writes: refusing is the only safe answer
+            return Verdict(Decision.DENY, "file changes need a policy gate, and this run has none",
+                           "files.no_gate")
+        return await gate.patch(path, kind, call_id=call_id)
+
+    return allow
+
+
+def append_note(output: Output, note: str) -> Output:
+    text = str(output.get("output") or "")
+    return {**output, "output": f"{text}\n{note}" if text else note}
+
+
+class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
+    call_type = "apply_patch_call"
+    output_type = "apply_patch_call_output"
+    model = ResponseApplyPatchToolCall
+
+    def summary(self, item: dict[str, Any]) -> str:
+        op = item.get("operation") or {}
+        return f"{op.get('type')} {op.get('path')}" if isinstance(op, dict) else self.call_type
+
+    def tool_params(self) -> list[dict[str, Any]]:
+        tb = self.toolbox
+        return [{"type": "apply_patch"}] if tb.session is not None and tb.patch_tool == "native" else []
+
+    def unavailable(self, call: ResponseApplyPatchToolCall) -> str | None:
+        if self.toolbox.session is None:
+            return "apply_patch is not enabled in this run (no sandbox session)"
+        if self.toolbox.patch_tool == "off":
+            return "apply_patch is not enabled in this run (the patch tool is off)"
+        return None
+
+    def resources(self, call: ResponseApplyPatchToolCall) -> Sequence[ResourceKey]:
+        return [file_key(call.operation.path)]
+
+    async def handle(self, call: ResponseApplyPatchToolCall) -> Output:
+        tb = self.toolbox
+        assert tb.session is not None  # unavailable() said so
+        out = await handle_apply_patch_call(
+            call, tb.session, allow=gate_allow(tb.gate, call.call_id),
+            read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
+        return dict(out)
+
+    def error_output(self, item: dict[str, Any], text: str) -> Output:
+        out: Output = {"type": "apply_patch_call_output", "call_id": self.call_id(item),
+                       "status": "failed", "output": text}
+        if item.get("caller") is not None:
+            out["caller"] = item["caller"]
+        return out
+
+    def with_note(self, output: Output, note: str) -> Output | None:
+        return append_note(output, note)
+
+    def outcome(self, output: Output) -> tuple[bool, str]:
+        status = output.get("status")
+        return status == "completed", f"{status}: {str(output.get('output') or '')[:100]}"

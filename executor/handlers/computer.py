@@ -1,11 +1,13 @@
 """computer_call: safety checks, then the actions on the browser, then one screenshot output.
 
-protocol.md A.6. The GA tool (``{"type": "computer"}``) sends ``actions``; the preview tool
+The GA tool (``{"type": "computer"}``) sends ``actions``; the preview tool
 (``computer_use_preview``) sends one ``action`` — both become one list for the browser. The
 output echoes ``acknowledged_safety_checks`` exactly as the callback acknowledged them, and
 nothing is acknowledged silently: every pending check goes to the :data:`SafetyCallback`
 (none configured means refuse). A refusal raises :class:`SafetyCheckRefused` *before* any
-action runs, so the loop stops without sending a falsely acknowledged output.
+action runs, so the loop stops without sending a falsely acknowledged output. An output can only
+carry a screenshot, so what the model must also know (an action that did not run, a browser
+that crashed and was restarted on a fresh page) comes back as notes beside it.
 
 The browser environment also gets three function tools — ``navigate(url)``, ``back()``,
 ``forward()`` — as the public computer-use samples offer them (:func:`navigation_tools`).
@@ -13,91 +15,33 @@ The browser environment also gets three function tools — ``navigate(url)``, ``
 
 from __future__ import annotations
 
-import asyncio
-import enum
+import base64
+import io
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from openai.types.responses import ResponseComputerToolCall
-from openai.types.responses.response_computer_tool_call import PendingSafetyCheck
-from rich.console import Console
-from rich.prompt import Confirm, Prompt
 
-from executor.handlers import Output
-from executor.handlers.function import FunctionTool
+from executor.items import Output, ResourceKey, echo_caller
+from executor.kinds import Answer, ToolKind
+from executor.safety import SafetyCallback, SafetyDecision, refuse_all
+from executor.tools import FunctionTool
 from sandbox.browser import Browser, Navigation
 from sandloop.errors import SafetyCheckRefused
 
 __all__ = [
     "NAVIGATION_TOOL_NAMES",
-    "SafetyAnswer",
-    "SafetyCallback",
-    "SafetyDecision",
-    "TerminalSafetyPrompt",
-    "acknowledge_all",
+    "ComputerCallKind",
+    "error_screenshot_url",
     "handle_computer_call",
     "handle_navigation",
     "navigation_tool_params",
     "navigation_tools",
-    "refuse_all",
 ]
 
 log = logging.getLogger("sandloop.computer")
-
-
-class SafetyDecision(enum.StrEnum):
-    ACKNOWLEDGE = "acknowledge"
-    REFUSE = "refuse"
-
-
-@dataclass(frozen=True)
-class SafetyAnswer:
-    decision: SafetyDecision
-    reason: str = ""
-
-
-#: Asked once per pending check, with the call it belongs to and the page's current URL.
-SafetyCallback = Callable[[PendingSafetyCheck, ResponseComputerToolCall, str], Awaitable[SafetyAnswer]]
-
-
-async def refuse_all(check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str) -> SafetyAnswer:
-    """The default: no human is watching, so nothing is acknowledged."""
-    return SafetyAnswer(SafetyDecision.REFUSE, "no one is available to acknowledge safety checks")
-
-
-async def acknowledge_all(
-    check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str
-) -> SafetyAnswer:
-    """Acknowledge everything: an explicit opt-in for unattended runs in throwaway sandboxes."""
-    return SafetyAnswer(SafetyDecision.ACKNOWLEDGE, "acknowledged by configuration (acknowledge_all)")
-
-
-class TerminalSafetyPrompt:
-    """Ask the person at the terminal (rich) about each check; anything but yes refuses."""
-
-    def __init__(self, console: Console | None = None, *, stream: Any = None) -> None:
-        self.console = console or Console(stderr=True)
-        self.stream = stream  # input stream for rich's prompt (a file-like; None: stdin)
-
-    def _ask(self, check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str) -> SafetyAnswer:
-        self.console.print(f"[bold yellow]Safety check[/] {check.id} [dim]({check.code or 'no code'})[/]")
-        if check.message:
-            self.console.print(check.message, markup=False)
-        self.console.print(f"page: {url or 'unknown'}; call {call.call_id}", markup=False)
-        if Confirm.ask("Acknowledge and let the model continue?", console=self.console,
-                       default=False, stream=self.stream):
-            return SafetyAnswer(SafetyDecision.ACKNOWLEDGE, "acknowledged at the terminal")
-        reason = Prompt.ask("Reason (sent nowhere; for the log)", console=self.console,
-                            default="refused at the terminal", stream=self.stream)
-        return SafetyAnswer(SafetyDecision.REFUSE, reason)
-
-    async def __call__(
-        self, check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str
-    ) -> SafetyAnswer:
-        return await asyncio.to_thread(self._ask, check, call, url)
 
 
 async def _acknowledged(
@@ -132,8 +76,9 @@ async def handle_computer_call(
     safety: SafetyCallback | None,
     display: tuple[int, int] | None,
     detail_original: bool = True,
-) -> Output:
-    """One computer_call → its computer_call_output (never with ``id``).
+) -> Answer:
+    """One computer_call → its computer_call_output (never with ``id``), and the notes the
+    browser made (an action it could not run, a restart) for the model.
 
     ``display`` is the size the tool declared (preview tool: display_width/height); None means
     the GA tool, whose screenshots are the browser's viewport.
@@ -141,15 +86,75 @@ async def handle_computer_call(
     acknowledged = await _acknowledged(item, browser, safety)
     shot = await browser.perform(_actions(item), display=display)
     for note in shot.notes:
-        log.warning("computer_call %s: %s", item.call_id, note)
+        log.info("computer_call %s: %s", item.call_id, note)
     screenshot: dict[str, Any] = {"type": "computer_screenshot", "image_url": shot.data_url}
     if detail_original and item.actions is not None:
-        # Not in the 3.57 type; the current guide recommends it for the GA tool (protocol.md).
+        # Not in the SDK's 3.57 type; the current computer-use guide recommends it for the GA
+        # tool, so the model sees the screenshot at full resolution.
         screenshot["detail"] = "original"
     output: Output = {"type": "computer_call_output", "call_id": item.call_id, "output": screenshot}
     if acknowledged:
         output["acknowledged_safety_checks"] = acknowledged
-    return output
+    return Answer(output, tuple(shot.notes))
+
+
+def error_screenshot_url(text: str) -> str:
+    """A PNG data URL showing ``text``: computer_call_output must carry a screenshot, so when
+    the browser cannot produce one the model is shown the error instead."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (640, 120), "white")
+    draw = ImageDraw.Draw(image)
+    lines = [text[i : i + 90] for i in range(0, min(len(text), 450), 90)] or [""]
+    draw.multiline_text((10, 10), "\n".join(lines), fill="black")
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class ComputerCallKind(ToolKind[ResponseComputerToolCall]):
+    call_type = "computer_call"
+    output_type = "computer_call_output"
+    model = ResponseComputerToolCall
+
+    def summary(self, item: dict[str, Any]) -> str:
+        actions = item.get("actions") or ([item["action"]] if item.get("action") else [])
+        if not isinstance(actions, list):
+            return self.call_type
+        return ", ".join(str(a.get("type")) if isinstance(a, dict) else "?" for a in actions) or "screenshot"
+
+    def tool_params(self) -> list[dict[str, Any]]:
+        tb = self.toolbox
+        if tb.browser is None:
+            return []
+        if tb.computer_display is not None:
+            # The preview tool (computer-use-preview models) declares its display; the GA tool
+            # declares nothing and gets screenshots at the browser's viewport.
+            width, height = tb.computer_display
+            return [{"type": "computer_use_preview", "display_width": width,
+                     "display_height": height, "environment": "browser"}]
+        return [{"type": "computer"}]
+
+    def unavailable(self, call: ResponseComputerToolCall) -> str | None:
+        return None if self.toolbox.browser is not None else \
+            "computer use is not enabled in this run (no browser)"
+
+    def resources(self, call: ResponseComputerToolCall) -> Sequence[ResourceKey]:
+        return [("browser",)]
+
+    async def handle(self, call: ResponseComputerToolCall) -> Answer:
+        tb = self.toolbox
+        assert tb.browser is not None  # unavailable() said so
+        return await handle_computer_call(call, tb.browser, safety=tb.computer_safety,
+                                          display=tb.computer_display)
+
+    def error_output(self, item: dict[str, Any], text: str) -> Output:
+        return echo_caller(item, {
+            "type": "computer_call_output", "call_id": self.call_id(item),
+            "output": {"type": "computer_screenshot", "image_url": error_screenshot_url(text)}})
+
+    def outcome(self, output: Output) -> tuple[bool, str]:
+        return True, "screenshot"
 
 
 # -- navigation function tools -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""local_shell_call (legacy, codex-mini) → local_shell_call_output (protocol.md A.4).
+"""local_shell_call (legacy, codex-mini) → local_shell_call_output.
 
 The action is an argv, not a shell string: it is quoted back into one command line (so the
 policy sees exactly what runs) and executed like a shell_call command. The answer's ``output``
@@ -17,13 +17,16 @@ import re
 import shlex
 from typing import Any, Literal
 
+from openai.types.responses.response_output_item import LocalShellCall
+
 from executor.gate import Gate
+from executor.handlers.shell import Step, effective_timeout_ms, run_steps, session_unavailable
+from executor.items import Output
+from executor.kinds import ToolKind
 from sandbox.base import Session
 from sandloop.limits import Limits
 
-from .shell import effective_timeout_ms, run_steps
-
-__all__ = ["handle_local_shell_call", "local_shell_command"]
+__all__ = ["LocalShellCallKind", "handle_local_shell_call", "local_shell_command"]
 
 IdField = Literal["id", "call_id"]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -51,19 +54,23 @@ def local_shell_command(action: dict[str, Any], workspace: str) -> str:
 
 
 async def handle_local_shell_call(
-    item: dict[str, Any],
+    call: LocalShellCall,
     session: Session,
     gate: Gate,
     *,
     limits: Limits | None = None,
     id_field: IdField = "id",
-) -> dict[str, Any]:
+) -> Output:
     limits = limits or Limits()
-    action = item.get("action") or {}
-    call_id = str(item.get("call_id") or item.get("id"))
-    timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)
-    command = local_shell_command(action, session.workspace)
-    (step,) = await run_steps([command], session, gate, call_id=call_id, timeout_ms=timeout_ms, limits=limits)
+    action = call.action
+    timeout_ms = effective_timeout_ms(action.timeout_ms, limits)
+    command = local_shell_command(action.model_dump(mode="json"), session.workspace)
+    (step,) = await run_steps([command], session, gate, call_id=call.call_id, timeout_ms=timeout_ms,
+                              limits=limits)
+    return _output(call.call_id, step, id_field)
+
+
+def _output(call_id: str, step: Step, id_field: IdField) -> Output:
     body = {
         "stdout": step.stdout,
         "stderr": step.stderr,
@@ -71,3 +78,50 @@ async def handle_local_shell_call(
         "timed_out": step.exit_code is None,
     }
     return {"type": "local_shell_call_output", id_field: call_id, "output": json.dumps(body)}
+
+
+class LocalShellCallKind(ToolKind[LocalShellCall]):
+    call_type = "local_shell_call"
+    output_type = "local_shell_call_output"
+    model = LocalShellCall
+
+    def call_id(self, item: dict[str, Any]) -> str:
+        # Some producers send the correlation key only as the item's ``id``.
+        return str(item.get("call_id") or item.get("id") or "")
+
+    def parse(self, item: dict[str, Any]) -> LocalShellCall:
+        return super().parse({**item, "call_id": self.call_id(item)})
+
+    def summary(self, item: dict[str, Any]) -> str:
+        action = item.get("action")
+        command = action.get("command") if isinstance(action, dict) else None
+        return " ".join(map(str, command))[:120] if isinstance(command, list) else self.call_type
+
+    def tool_params(self) -> list[dict[str, Any]]:
+        tb = self.toolbox
+        return [{"type": "local_shell"}] if tb.session is not None and tb.legacy_local_shell else []
+
+    def unavailable(self, call: LocalShellCall) -> str | None:
+        return session_unavailable(self.toolbox, self.call_type)
+
+    async def handle(self, call: LocalShellCall) -> Output:
+        tb = self.toolbox
+        assert tb.session is not None and tb.gate is not None  # unavailable() said so
+        return await handle_local_shell_call(call, tb.session, tb.gate, limits=tb.limits,
+                                             id_field=tb.local_shell_id_field)
+
+    def error_output(self, item: dict[str, Any], text: str) -> Output:
+        return _output(self.call_id(item), Step("", text, 1), self.toolbox.local_shell_id_field)
+
+    def answers(self, item: dict[str, Any], output: Any) -> bool:
+        return (isinstance(output, dict) and output.get("type") == self.output_type
+                and output.get(self.toolbox.local_shell_id_field) == self.call_id(item))
+
+    def with_note(self, output: Output, note: str) -> Output | None:
+        body = json.loads(output["output"])
+        body["stderr"] = f"{body.get('stderr') or ''}{note}\n"
+        return {**output, "output": json.dumps(body)}
+
+    def outcome(self, output: Output) -> tuple[bool, str]:
+        code = json.loads(output["output"]).get("exit_code")
+        return code == 0, f"exit {code if code is not None else 'timeout'}"

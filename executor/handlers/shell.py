@@ -1,4 +1,4 @@
-"""shell_call → shell_call_output (protocol.md A.3).
+"""shell_call → shell_call_output (docs/protocol.md says what is sent).
 
 The commands of one call run in order in the session, one output entry each, each with its own
 timeout (the call's ``timeout_ms``, or the default, capped by the configured maximum). Every
@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openai.types.responses import ResponseFunctionShellToolCall
+
 from executor.gate import Gate
+from executor.items import Output
+from executor.kinds import MalformedCall, ToolKind
+from executor.toolbox import Toolbox
 from sandbox.base import Session
 from sandloop.errors import SandloopError, describe
 from sandloop.limits import Limits
@@ -28,9 +33,11 @@ from sandloop.verdict import Decision
 __all__ = [
     "EXIT_BACKEND_ERROR",
     "EXIT_DENIED",
+    "ShellCallKind",
     "Step",
     "handle_shell_call",
     "run_steps",
+    "session_unavailable",
     "shell_call_output",
     "step_from_result",
     "truncate_middle",
@@ -98,19 +105,19 @@ def step_from_result(result: CommandResult, *, timeout_ms: int, memory: str | No
     return Step(result.stdout.text, stderr, result.exit_code)
 
 
-def shell_call_output(item: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any]:
-    """The shell_call_output answering ``item`` (no ``status``: the API refuses it, A.3)."""
-    action = item.get("action") or {}
-    limit = action.get("max_output_length")
-    out: dict[str, Any] = {
+def shell_call_output(call_id: str, steps: Sequence[Step], *, max_output_length: int | None = None,
+                      caller: Any = None) -> Output:
+    """The shell_call_output answering a call: one entry per command, each cut to the call's
+    ``max_output_length`` (echoed back). It carries no ``status``: the API refuses one."""
+    out: Output = {
         "type": "shell_call_output",
-        "call_id": item["call_id"],
-        "output": [_apply_length(s, limit).wire() for s in steps],
+        "call_id": call_id,
+        "output": [_apply_length(s, max_output_length).wire() for s in steps],
     }
-    if limit is not None:
-        out["max_output_length"] = limit
-    if item.get("caller") is not None:
-        out["caller"] = item["caller"]
+    if max_output_length is not None:
+        out["max_output_length"] = max_output_length
+    if caller is not None:
+        out["caller"] = caller
     return out
 
 
@@ -163,21 +170,89 @@ def describe_refusal(justification: str, rule_id: str | None) -> str:
 
 
 async def handle_shell_call(
-    item: dict[str, Any],
+    call: ResponseFunctionShellToolCall,
     session: Session,
     gate: Gate,
     *,
     limits: Limits | None = None,
     env: dict[str, str] | None = None,
     memory: str | None = None,
-) -> dict[str, Any]:
+) -> Output:
     """Run a local shell_call in the session and answer it."""
     limits = limits or Limits()
-    action = item.get("action") or {}
-    commands = [str(c) for c in action.get("commands") or []]
-    timeout_ms = effective_timeout_ms(action.get("timeout_ms"), limits)
+    action = call.action
+    timeout_ms = effective_timeout_ms(action.timeout_ms, limits)
     steps = await run_steps(
-        commands, session, gate, call_id=item["call_id"], timeout_ms=timeout_ms,
+        action.commands, session, gate, call_id=call.call_id, timeout_ms=timeout_ms,
         limits=limits, env=env, memory=memory,
     )
-    return shell_call_output(item, steps)
+    caller = call.caller.model_dump(mode="json", exclude_unset=True) if call.caller is not None else None
+    return shell_call_output(call.call_id, steps, max_output_length=action.max_output_length, caller=caller)
+
+
+def _commands(item: dict[str, Any]) -> list[Any]:
+    action = item.get("action")
+    commands = action.get("commands") if isinstance(action, dict) else None
+    return commands if isinstance(commands, list) else []
+
+
+class ShellCallKind(ToolKind[ResponseFunctionShellToolCall]):
+    call_type = "shell_call"
+    output_type = "shell_call_output"
+    model = ResponseFunctionShellToolCall
+
+    def actionable(self, item: dict[str, Any]) -> bool:
+        env = item.get("environment")
+        # container_auto / container_reference: the server ran it
+        return not isinstance(env, dict) or env.get("type") == "local"
+
+    def parse(self, item: dict[str, Any]) -> ResponseFunctionShellToolCall:
+        call = super().parse(item)
+        if not call.action.commands:
+            raise MalformedCall("invalid shell_call: action.commands is empty; send at least one "
+                                "command line")
+        return call
+
+    def summary(self, item: dict[str, Any]) -> str:
+        return " && ".join(str(c) for c in _commands(item))[:120] or self.call_type
+
+    def tool_params(self) -> list[dict[str, Any]]:
+        tb = self.toolbox
+        if tb.session is None or tb.legacy_local_shell:
+            return []
+        return [{"type": "shell", "environment": {"type": "local"}}]
+
+    def unavailable(self, call: ResponseFunctionShellToolCall) -> str | None:
+        return session_unavailable(self.toolbox, self.call_type)
+
+    async def handle(self, call: ResponseFunctionShellToolCall) -> Output:
+        tb = self.toolbox
+        assert tb.session is not None and tb.gate is not None  # unavailable() said so
+        return await handle_shell_call(call, tb.session, tb.gate, limits=tb.limits, memory=tb.memory)
+
+    def error_output(self, item: dict[str, Any], text: str) -> Output:
+        action = item.get("action")
+        limit = action.get("max_output_length") if isinstance(action, dict) else None
+        return shell_call_output(self.call_id(item), [Step("", text, 1)],
+                                 max_output_length=limit if isinstance(limit, int) else None,
+                                 caller=item.get("caller"))
+
+    def with_note(self, output: Output, note: str) -> Output | None:
+        entries = [dict(e) for e in output.get("output") or []]
+        if not entries:
+            return None
+        entries[-1]["stderr"] = _with_note(str(entries[-1].get("stderr") or ""), note)
+        return {**output, "output": entries}
+
+    def outcome(self, output: Output) -> tuple[bool, str]:
+        codes = [(c.get("outcome") or {}).get("exit_code", "timeout") for c in output.get("output") or []]
+        return all(c == 0 for c in codes), f"exit {codes}"
+
+
+def session_unavailable(toolbox: Toolbox, what: str) -> str | None:
+    """Why shell commands cannot run in this run: each missing part named."""
+    if toolbox.session is None:
+        return f"{what} is not enabled in this run (no sandbox session)"
+    if toolbox.gate is None:
+        return f"{what} is not enabled in this run (no policy gate: commands run only when a policy decides them)"
+    return None

@@ -1,113 +1,62 @@
-"""tool_search_call with ``execution: "client"`` → tool_search_output from a user catalog.
+"""tool_search_call with ``execution: "client"`` → tool_search_output from the run's catalog.
 
-The catalog holds function tools that are *not* in ``tools``; a search returns the matching
-ones (grouped into namespaces), which then become callable. Tools that an earlier search
-already loaded are never re-sent: re-loading or changing a loaded set breaks the prompt cache
-(protocol.md A.7).
+The search finds function tools in the catalog (:class:`~executor.catalog.ToolCatalog`) that are
+not in ``tools`` yet; they are sent back grouped into namespaces and become callable. A search
+that fails is answered with an empty result: the output type has no failed status.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Sequence
+import json
 from typing import Any
 
-from executor.handlers import Output, echo_caller
-from executor.handlers.function import FunctionTool, FunctionTools
+from openai.types.responses import ResponseToolSearchCall
 
-__all__ = ["SearchFn", "ToolCatalog", "handle_tool_search_call"]
+from executor.catalog import ToolCatalog
+from executor.items import Output, echo_caller
+from executor.kinds import ToolKind
 
-#: (arguments, catalog tools) → the matching tools, best first.
-SearchFn = Callable[
-    [dict[str, Any], Sequence[FunctionTool]],
-    "Sequence[FunctionTool] | Awaitable[Sequence[FunctionTool]]",
-]
+__all__ = ["ToolSearchCallKind", "handle_tool_search_call"]
 
 
-def keyword_search(arguments: dict[str, Any], tools: Sequence[FunctionTool]) -> list[FunctionTool]:
-    """Default search: tools whose name, namespace or description contains a query word."""
-    words = [w.lower() for w in str(arguments.get("query", "")).split() if w]
-    limit = arguments.get("limit")
-
-    def score(tool: FunctionTool) -> int:
-        text = f"{tool.namespace or ''} {tool.name} {tool.description}".lower().replace("_", " ")
-        return sum(1 for w in words if w in text)
-
-    ranked = sorted((t for t in tools if score(t) > 0), key=score, reverse=True)
-    return ranked[: int(limit)] if isinstance(limit, int) and limit > 0 else ranked
+def _output(call_id: str, tools: list[dict[str, Any]]) -> Output:
+    return {"type": "tool_search_output", "call_id": call_id, "execution": "client",
+            "status": "completed", "tools": tools}
 
 
-class ToolCatalog:
-    """Deferred tools the model can find with client-side tool search."""
-
-    def __init__(
-        self,
-        tools: Sequence[FunctionTool],
-        *,
-        namespaces: dict[str, str] | None = None,
-        search: SearchFn | None = None,
-        description: str = "Search the tool catalog for tools that can help with the task.",
-    ) -> None:
-        self.tools = list(tools)
-        self.namespaces = namespaces or {}
-        self._search = search or keyword_search
-        self.description = description
-        #: what earlier searches loaded: these are callable and never re-sent.
-        self.loaded = FunctionTools()
-
-    def tool_param(self) -> dict[str, Any]:
-        return {
-            "type": "tool_search",
-            "execution": "client",
-            "description": self.description,
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "limit": {"type": ["integer", "null"]},
-                },
-                "required": ["query", "limit"],
-                "additionalProperties": False,
-            },
-        }
-
-    async def search(self, arguments: dict[str, Any]) -> list[FunctionTool]:
-        found = self._search(arguments, self.tools)
-        if inspect.isawaitable(found):
-            found = await found
-        fresh = [t for t in found if self.loaded.get(t.name, t.namespace) is None]
-        for tool in fresh:
-            self.loaded.add(tool)
-        return fresh
-
-    def to_tool_params(self, tools: Sequence[FunctionTool]) -> list[dict[str, Any]]:
-        """Loose functions stay functions; namespaced ones are grouped, in first-seen order."""
-        params: list[dict[str, Any]] = []
-        groups: dict[str, dict[str, Any]] = {}
-        for tool in tools:
-            param = tool.to_param()
-            if tool.namespace is None:
-                params.append(param)
-                continue
-            group = groups.get(tool.namespace)
-            if group is None:
-                group = {"type": "namespace", "name": tool.namespace,
-                         "description": self.namespaces.get(tool.namespace, tool.namespace),
-                         "tools": []}
-                groups[tool.namespace] = group
-                params.append(group)
-            group["tools"].append(param)
-        return params
-
-
-async def handle_tool_search_call(item: dict[str, Any], catalog: ToolCatalog) -> Output:
-    arguments = item.get("arguments")
+async def handle_tool_search_call(call: ResponseToolSearchCall, catalog: ToolCatalog) -> Output:
+    arguments = call.arguments
     found = await catalog.search(arguments if isinstance(arguments, dict) else {})
-    out: Output = {
-        "type": "tool_search_output",
-        "call_id": item["call_id"],
-        "execution": "client",
-        "status": "completed",
-        "tools": catalog.to_tool_params(found),
-    }
-    return echo_caller(item, out)
+    return _output(str(call.call_id), catalog.to_tool_params(found))
+
+
+class ToolSearchCallKind(ToolKind[ResponseToolSearchCall]):
+    call_type = "tool_search_call"
+    output_type = "tool_search_output"
+    model = ResponseToolSearchCall
+
+    def actionable(self, item: dict[str, Any]) -> bool:
+        # A server-side search (or one without a call_id) is answered by the server.
+        return item.get("execution") == "client" and bool(item.get("call_id"))
+
+    def summary(self, item: dict[str, Any]) -> str:
+        return json.dumps(item.get("arguments"))[:120]
+
+    def tool_params(self) -> list[dict[str, Any]]:
+        catalog = self.toolbox.catalog
+        return [catalog.tool_param()] if catalog is not None else []
+
+    def unavailable(self, call: ResponseToolSearchCall) -> str | None:
+        return None if self.toolbox.catalog is not None else \
+            "client tool search is not enabled in this run (no catalog)"
+
+    async def handle(self, call: ResponseToolSearchCall) -> Output:
+        assert self.toolbox.catalog is not None  # unavailable() said so
+        return await handle_tool_search_call(call, self.toolbox.catalog)
+
+    def error_output(self, item: dict[str, Any], text: str) -> Output:
+        # No failed status exists for this output: an empty result is the honest answer.
+        return echo_caller(item, _output(self.call_id(item), []))
+
+    def outcome(self, output: Output) -> tuple[bool, str]:
+        return True, f"{len(output.get('tools') or [])} tool group(s)"

@@ -126,7 +126,9 @@ class Turn:
     ``status`` is ``completed`` (default), ``incomplete`` (with ``incomplete_reason``, e.g.
     ``max_output_tokens``; items without a status are then marked ``incomplete`` too) or
     ``failed`` (with ``error = {"code", "message"}``). ``usage`` overrides the model's
-    default token counts for this turn.
+    default token counts for this turn. ``unchecked`` serves items that break the Response
+    schema (a string where a list belongs, a missing field) instead of refusing the scenario:
+    for testing how a client copes with a malformed call.
     """
 
     items: list[Item] = field(default_factory=list)
@@ -134,6 +136,7 @@ class Turn:
     incomplete_reason: str | None = None
     error: dict[str, str] | None = None
     usage: Usage | None = None
+    unchecked: bool = False
 
 
 TurnFunction: TypeAlias = Callable[[dict[str, Any], list[Item]], "Sequence[Item] | Turn | Item"]
@@ -307,6 +310,8 @@ class ScriptedModel:
         self.name = name
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        #: ids of responses served from ``Turn(unchecked=True)``: exempt from the schema check
+        self.unchecked: set[str] = set()
 
     @classmethod
     def from_cassette(cls, path: str | Path, **kwargs: Any) -> ScriptedModel:
@@ -340,7 +345,10 @@ class ScriptedModel:
         if isinstance(produced, Mapping):
             return self._complete(dict(produced), request, history)
         turn = produced if isinstance(produced, Turn) else Turn(list(produced))
-        return self._complete(self._from_turn(turn, request, history), request, history)
+        response = self._complete(self._from_turn(turn, request, history), request, history)
+        if turn.unchecked:
+            self.unchecked.add(response["id"])
+        return response
 
     def _from_turn(self, turn: Turn, request: dict[str, Any],
                    history: list[Item]) -> dict[str, Any]:

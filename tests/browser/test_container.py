@@ -132,7 +132,7 @@ async def test_form_through_the_handler(browser: ContainerBrowser, site: Site) -
                {"type": "keypress", "keys": ["BACKSPACE"]},
                {"type": "type", "text": "container"},
                {"type": "keypress", "keys": ["ENTER"]}]
-    out = await handle_computer_call(call(actions=actions), browser, safety=None, display=None)
+    out = (await handle_computer_call(call(actions=actions), browser, safety=None, display=None)).output
     assert png_size(decode(out)) == (1280, 800)
     assert ("POST", f"allowed.test:{site.port}", "/submitted", "name=container") in site.hits
 

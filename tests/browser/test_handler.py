@@ -16,16 +16,13 @@ from pydantic import TypeAdapter
 from rich.console import Console
 
 from executor.handlers.computer import (
-    SafetyAnswer,
-    SafetyDecision,
-    TerminalSafetyPrompt,
-    acknowledge_all,
     handle_computer_call,
     handle_navigation,
     navigation_tool_params,
     navigation_tools,
 )
-from executor.handlers.function import check_strict_schema
+from executor.safety import SafetyAnswer, SafetyDecision, TerminalSafetyPrompt, acknowledge_all
+from executor.tools import check_strict_schema
 from sandbox.browser import BrowserConfig, LocalBrowser
 from sandloop.errors import SafetyCheckRefused, SandloopError, describe
 from tests.browser.conftest import Site, png_size
@@ -60,7 +57,7 @@ async def test_ga_call_batch_then_one_screenshot(browser: LocalBrowser, site: Si
     await browser.navigate(site.url("/menu"))
     item = call(actions=[{"type": "click", "button": "left", "x": 150, "y": 130},
                          {"type": "click", "button": "left", "x": 160, "y": 140}])
-    out = await handle_computer_call(item, browser, safety=None, display=None)
+    out = (await handle_computer_call(item, browser, safety=None, display=None)).output
     assert set(out) == {"type", "call_id", "output"}  # never an id; no checks to echo
     assert out["type"] == "computer_call_output" and out["call_id"] == "call_7"
     assert out["output"]["type"] == "computer_screenshot" and out["output"]["detail"] == "original"
@@ -73,12 +70,12 @@ async def test_preview_call_uses_the_declared_display(browser: LocalBrowser, sit
     await browser.navigate(site.url("/grid"))
     # b12 is centred at (220, 140) in the viewport; the display is half the size
     item = call(action={"type": "click", "button": "left", "x": 110, "y": 70})
-    out = await handle_computer_call(item, browser, safety=None, display=(640, 400))
+    out = (await handle_computer_call(item, browser, safety=None, display=(640, 400))).output
     assert "detail" not in out["output"]  # the preview tool predates detail
     assert png_size(decode(out)) == (640, 400)
     assert await browser.evaluate("window.hit") == "b12"
-    off = await handle_computer_call(call(actions=[{"type": "screenshot"}]), browser,
-                                     safety=None, display=None, detail_original=False)
+    off = (await handle_computer_call(call(actions=[{"type": "screenshot"}]), browser,
+                                      safety=None, display=None, detail_original=False)).output
     assert "detail" not in off["output"]
 
 
@@ -93,11 +90,11 @@ async def test_safety_checks_acknowledged_are_echoed_exactly(browser: LocalBrows
         return SafetyAnswer(SafetyDecision.ACKNOWLEDGE, "looks fine")
 
     item = call(checks, actions=[{"type": "click", "button": "left", "x": 150, "y": 130}])
-    out = await handle_computer_call(item, browser, safety=human, display=None)
+    out = (await handle_computer_call(item, browser, safety=human, display=None)).output
     assert out["acknowledged_safety_checks"] == checks
     assert asked == [("cu_sc_1", "call_7", site.url("/menu")), ("cu_sc_2", "call_7", site.url("/menu"))]
     assert await clicks(browser) == 1
-    out = await handle_computer_call(item, browser, safety=acknowledge_all, display=None)
+    out = (await handle_computer_call(item, browser, safety=acknowledge_all, display=None)).output
     assert out["acknowledged_safety_checks"] == checks
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import openai
 import pytest
 
-from executor.dispatch import Toolbox
 from executor.loop import Loop, LoopConfig, RunResult
 from executor.testing import FakeResponsesServer, ScriptedModel
+from executor.toolbox import Toolbox
 
 
 @dataclass

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 from executor.audit import REDACTED, RequestLog, redact
-from executor.dispatch import Toolbox
-from executor.handlers import error_screenshot_url
-from executor.handlers.function import FunctionTool, FunctionTools
+from executor.handlers.computer import error_screenshot_url
 from executor.testing import function_call, message
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 from tests.executor.conftest import run_loop
 
 NO_ARGS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 
 from executor.approvals import ApprovalRequest, Callback
-from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools
-from executor.handlers.tool_search import ToolCatalog
+from executor.catalog import ToolCatalog
 from executor.loop import Budgets, ExitCode, Loop, LoopConfig
 from executor.testing import (
     ScriptedModel,
@@ -24,6 +22,8 @@ from executor.testing import (
     message,
     tool_search_call,
 )
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 from sandloop.errors import ToolSchemaError
 from tests.executor.conftest import run_loop, serve
 

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools
 from executor.loop import ExitCode
 from executor.testing import (
     custom_tool_call,
@@ -20,6 +18,8 @@ from executor.testing import (
     shell_call,
     tool_search_call,
 )
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 from tests.executor.conftest import run_loop
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

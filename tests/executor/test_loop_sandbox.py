@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 from executor.approvals import DenyAll
-from executor.dispatch import Toolbox
-from executor.handlers.function import FunctionTool, FunctionTools
 from executor.loop import ExitCode
 from executor.policy_gate import PolicyGate
 from executor.testing import (
@@ -25,6 +23,8 @@ from executor.testing import (
     shell_call,
     update_file,
 )
+from executor.toolbox import Toolbox
+from executor.tools import FunctionTool, FunctionTools
 from policies.audit import AuditLog
 from policies.engine import load_policy
 from sandbox.docker import DockerSession
@@ -215,7 +215,7 @@ async def test_preview_computer_tool_declares_its_display_and_gets_it(tmp_path: 
 
     from PIL import Image
 
-    from executor.handlers.computer import acknowledge_all
+    from executor.safety import acknowledge_all
     from executor.testing import computer_call
     from sandbox.browser import LocalBrowser
 

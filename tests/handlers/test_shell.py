@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from openai.types.responses import ResponseFunctionShellToolCall
 from openai.types.responses.response_input_item_param import LocalShellCallOutput, ShellCallOutput
 from pydantic import TypeAdapter
 
-from executor.handlers.local_shell import handle_local_shell_call, local_shell_command
+from executor.handlers.local_shell import LocalShellCallKind, handle_local_shell_call, local_shell_command
 from executor.handlers.shell import (
     EXIT_DENIED,
     Step,
@@ -19,6 +20,7 @@ from executor.handlers.shell import (
     shell_call_output,
     truncate_middle,
 )
+from executor.toolbox import Toolbox
 from sandbox.docker import DockerSession
 from sandloop.limits import Limits
 from sandloop.verdict import Decision, Verdict
@@ -43,19 +45,19 @@ class DenyWordGate:
     url = function = mcp = patch
 
 
-def _call(commands: list[str], **action: object) -> dict:
-    return {
+def _call(commands: list[str], **action: object) -> ResponseFunctionShellToolCall:
+    return ResponseFunctionShellToolCall.model_validate({
         "type": "shell_call", "id": "sh_1", "call_id": "call_1", "status": "completed",
         "action": {"commands": commands, **action}, "environment": {"type": "local"},
-    }
+    })
 
 
 def test_output_shape_validates_against_the_sdk() -> None:
-    item = _call(["a", "b"], max_output_length=50)
-    item["caller"] = {"type": "program", "caller_id": "prog_1"}
-    out = shell_call_output(item, [Step("x" * 100, "err", 0), Step("", "", None)])
+    caller = {"type": "program", "caller_id": "prog_1"}
+    out = shell_call_output("call_1", [Step("x" * 100, "err", 0), Step("", "", None)],
+                            max_output_length=50, caller=caller)
     TypeAdapter(ShellCallOutput).validate_python(out)
-    assert out["max_output_length"] == 50 and out["caller"] == item["caller"]
+    assert out["max_output_length"] == 50 and out["caller"] == caller
     assert "status" not in out and "id" not in out
     first, second = out["output"]
     assert len(first["stdout"]) + len(first["stderr"]) <= 50 and first["stderr"] == "err"
@@ -70,7 +72,7 @@ def test_truncate_middle_keeps_head_and_tail() -> None:
 
 
 def test_negative_max_output_length_means_nothing_not_everything() -> None:
-    out = shell_call_output(_call(["a"], max_output_length=-5), [Step("x" * 100, "y" * 100, 0)])
+    out = shell_call_output("call_1", [Step("x" * 100, "y" * 100, 0)], max_output_length=-5)
     assert out["output"][0]["stdout"] == "" and out["output"][0]["stderr"] == ""
 
 
@@ -159,12 +161,13 @@ async def test_local_shell_call_round_trip(docker_client, user_workspace: Path) 
                    "timeout_ms": 5000, "working_directory": "src", "user": None},
     }
     async with await DockerSession.create(user_workspace, client=docker_client) as session:
-        out = await handle_local_shell_call(item, session, gate)
+        kind = LocalShellCallKind(Toolbox(session=session, gate=gate))
+        out = await handle_local_shell_call(kind.parse(item), session, gate)
         TypeAdapter(LocalShellCallOutput).validate_python(out)
         assert out["id"] == "call_9"
         body = json.loads(out["output"])
         assert body["stdout"] == "/workspace/src\nhi\n" and body["exit_code"] == 0
         # the legacy shape with only ``id`` is accepted, and the id field is one switch
         legacy = {k: v for k, v in item.items() if k != "call_id"}
-        out = await handle_local_shell_call(legacy, session, gate, id_field="call_id")
+        out = await handle_local_shell_call(kind.parse(legacy), session, gate, id_field="call_id")
         assert out["call_id"] == "lsh_1"

@@ -1,4 +1,4 @@
-"""The fake server accepts every valid reply shape of protocol.md table A, and both state modes."""
+"""The fake server accepts every valid reply shape (docs/protocol.md), and both state modes."""
 
 from __future__ import annotations
 

@@ -1,0 +1,45 @@
+"""Live progress on the terminal: turns, calls, policy decisions, outcomes and timings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Live progress on stderr: turns, calls, decisions, outcomes, timings."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        c = self.console
+        if kind == "turn_start":
+            c.print(f"[bold]turn {data['turn']}[/]")
+        elif kind == "response":
+            u = data["usage"]
+            c.print(f"  [dim]response {data['status']} in {data['request_s'] * 1000:.0f} ms, "
+                    f"{u.total_tokens} tokens[/]")
+        elif kind == "call_start":
+            c.print(f"  → {data['type']} [cyan]{escape(data['summary'])}[/]", highlight=False)
+        elif kind == "decision":
+            colour = "green" if data["decision"] == "allow" else "red"
+            c.print(f"    policy [{colour}]{data['decision']}[/] {data['what']} "
+                    f"[dim]{escape(data['subject'][:80])} ({escape(data.get('rule_id') or 'default')})[/]",
+                    highlight=False)
+        elif kind == "call_end":
+            mark = "[green]✓[/]" if data["ok"] else "[red]✗[/]"
+            c.print(f"  {mark} {data['type']} {escape(data['outcome'][:100])} "
+                    f"[dim]({data['duration_s']:.2f} s)[/]", highlight=False)
+        elif kind == "retry":
+            c.print(f"  [yellow]incomplete: retrying with max_output_tokens="
+                    f"{data['max_output_tokens']}[/]")
+        elif kind == "waiting":
+            c.print(f"  [dim]waiting for background calls {data['pending']}[/]")
+        elif kind == "stop":
+            c.print(f"[bold]stop[/]: {data['reason']} (exit {data['exit_code']})"
+                    + (f" — {escape(str(data['detail']))}" if data.get("detail") else ""))
