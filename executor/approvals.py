@@ -19,10 +19,10 @@ from typing import Any, Literal, Protocol
 from openai.types.responses import ResponseComputerToolCall
 from openai.types.responses.response_computer_tool_call import PendingSafetyCheck
 from rich.console import Console
-from rich.markup import escape
 from rich.prompt import Confirm
 
 from executor.safety import SafetyAnswer, SafetyCallback, SafetyDecision
+from executor.terminal import shown
 from sandloop.verdict import Verdict
 
 __all__ = [
@@ -98,9 +98,9 @@ class TerminalPrompt:
             why = request.verdict.justification if request.verdict is not None else ""
             # Everything after the label comes from the model or the policy: never markup, so a
             # command cannot hide part of itself from the person approving it.
-            self.console.print(f"[bold yellow]approval needed[/] ({escape(request.kind)}) "
-                               f"[cyan]{escape(request.subject)}[/]"
-                               + (f"\n  rule: {escape(why)}" if why else ""))
+            self.console.print(f"[bold yellow]approval needed[/] ({shown(request.kind)}) "
+                               f"[cyan]{shown(request.subject)}[/]"
+                               + (f"\n  rule: {shown(why)}" if why else ""))
             ok = await asyncio.to_thread(Confirm.ask, "Allow?", console=self.console,
                                          default=False)
         return ApprovalAnswer(ok, "approved at the terminal" if ok else "denied at the terminal")

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from executor import demo, testing
 from executor.audit import DEFAULT_LOG
 from executor.loop import ExitCode, RunResult
 from executor.run import DEFAULT_INSTRUCTIONS, BudgetOverrides, RunOptions, run_task
+from executor.terminal import shown, visible
 from policies import cli as policies_cli
 from sandbox import cli as sandbox_cli
 from sandbox.patch import cli as patch_cli
@@ -54,7 +54,7 @@ def _emit(result: RunResult, args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=str, indent=2))
     elif result.final_text:
-        print(result.final_text)
+        print(visible(result.final_text))
     console.print(f"[dim]log: {args.log}  tokens: {result.usage.total_tokens}  "
                   f"turns: {len(result.turns)}  wall: {result.wall_s:.1f} s[/]")
     return int(result.exit_code)
@@ -85,7 +85,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
     try:
         result = asyncio.run(run_task(opts, console))
     except ToolSchemaError as exc:
-        console.print(f"[red]{escape(str(exc))}[/]")
+        console.print(f"[red]{shown(exc)}[/]")
         return int(ExitCode.USAGE)
     except Exception as exc:
         from policies.model import PolicyLoadError
@@ -93,7 +93,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
 
         if not isinstance(exc, (SandloopError, OSError, ValueError)):
             raise
-        console.print(f"[red]sandloop run: {escape(describe(exc))}[/]")
+        console.print(f"[red]sandloop run: {shown(describe(exc))}[/]")
         usage = isinstance(exc, (ValueError, PolicyLoadError))
         return int(ExitCode.USAGE if usage else ExitCode.ERROR)
     return _emit(result, args, console)
@@ -118,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = asyncio.run(run_task(opts, console))
         differences = testing.compare_tool_outputs(cassette.requests, server.requests)
     for diff in differences:
-        console.print(str(diff), markup=False, highlight=False)
+        console.print(shown(diff), highlight=False)
     console.print(f"replay: {len(differences)} tool output(s) differ; run ended "
                   f"{result.reason} after {len(result.turns)} turn(s)")
     return 0 if not differences else int(ExitCode.ERROR)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+
+from executor.terminal import shown
 
 __all__ = ["Progress"]
 
@@ -25,15 +26,16 @@ class Progress:
             c.print(f"  [dim]response {data['status']} in {data['request_s'] * 1000:.0f} ms, "
                     f"{u.total_tokens} tokens[/]")
         elif kind == "call_start":
-            c.print(f"  → {data['type']} [cyan]{escape(data['summary'])}[/]", highlight=False)
+            c.print(f"  → {data['type']} [cyan]{shown(data['summary'], one_line=True)}[/]", highlight=False)
         elif kind == "decision":
             colour = "green" if data["decision"] == "allow" else "red"
-            c.print(f"    policy [{colour}]{data['decision']}[/] {data['what']} "
-                    f"[dim]{escape(data['subject'][:80])} ({escape(data.get('rule_id') or 'default')})[/]",
+            subject = shown(data["subject"][:80], one_line=True)
+            rule = shown(data.get("rule_id") or "default", one_line=True)
+            c.print(f"    policy [{colour}]{data['decision']}[/] {data['what']} [dim]{subject} ({rule})[/]",
                     highlight=False)
         elif kind == "call_end":
             mark = "[green]✓[/]" if data["ok"] else "[red]✗[/]"
-            c.print(f"  {mark} {data['type']} {escape(data['outcome'][:100])} "
+            c.print(f"  {mark} {data['type']} {shown(data['outcome'][:100], one_line=True)} "
                     f"[dim]({data['duration_s']:.2f} s)[/]", highlight=False)
         elif kind == "retry":
             c.print(f"  [yellow]incomplete: retrying with max_output_tokens="
@@ -42,4 +44,4 @@ class Progress:
             c.print(f"  [dim]waiting for background calls {data['pending']}[/]")
         elif kind == "stop":
             c.print(f"[bold]stop[/]: {data['reason']} (exit {data['exit_code']})"
-                    + (f" — {escape(str(data['detail']))}" if data.get("detail") else ""))
+                    + (f" — {shown(data['detail'])}" if data.get("detail") else ""))

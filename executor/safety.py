@@ -18,6 +18,8 @@ from openai.types.responses.response_computer_tool_call import PendingSafetyChec
 from rich.console import Console
 from rich.prompt import Confirm, Prompt
 
+from executor.terminal import shown
+
 __all__ = [
     "SafetyAnswer",
     "SafetyCallback",
@@ -63,10 +65,11 @@ class TerminalSafetyPrompt:
         self.stream = stream  # input stream for rich's prompt (a file-like; None: stdin)
 
     def _ask(self, check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str) -> SafetyAnswer:
-        self.console.print(f"[bold yellow]Safety check[/] {check.id} [dim]({check.code or 'no code'})[/]")
+        self.console.print(f"[bold yellow]Safety check[/] {shown(check.id)} "
+                           f"[dim]({shown(check.code or 'no code')})[/]")
         if check.message:
-            self.console.print(check.message, markup=False)
-        self.console.print(f"page: {url or 'unknown'}; call {call.call_id}", markup=False)
+            self.console.print(shown(check.message))
+        self.console.print(shown(f"page: {url or 'unknown'}; call {call.call_id}"))
         if Confirm.ask("Acknowledge and let the model continue?", console=self.console,
                        default=False, stream=self.stream):
             return SafetyAnswer(SafetyDecision.ACKNOWLEDGE, "acknowledged at the terminal")

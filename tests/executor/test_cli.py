@@ -67,7 +67,7 @@ def test_record_then_replay_reports_changed_outputs(
     assert code == 0 and "read it" in capsys.readouterr().out
     replay = ["replay", str(record), "--repo", str(user_workspace), "--policy", str(policy),
               "--log", str(tmp_path / "replay.jsonl")]
-    assert main(replay) == 0  # same workspace, same outputs
+    assert main(replay) == 0, capsys.readouterr().err  # same workspace, same outputs
     (user_workspace / "a.txt").write_text("second\n")
     assert main(replay) == 1
     err = capsys.readouterr().err
