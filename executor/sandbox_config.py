@@ -13,7 +13,31 @@ from sandbox.docker import DockerConfig
 from sandloop.limits import Limits
 from sandloop.matching import glob_base
 
-__all__ = ["docker_config", "read_only_paths", "shell_limits"]
+__all__ = ["GIT_HARDENING", "docker_config", "read_only_paths", "shell_limits"]
+
+#: What every sandboxed command's git reads, so git never runs a program named in a config file
+#: a command could write: no user or system config (HOME and /etc are the sandbox's), no
+#: fsmonitor, no hooks, no pager, editor or ask-pass program from any config, and an identity for
+#: commits made in the sandbox (user config being out of reach). A policy's [shell] env may
+#: override any of them, deliberately.
+GIT_HARDENING: dict[str, str] = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath",
+    "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_PAGER": "cat",
+    "GIT_EDITOR": "true",
+    "GIT_SEQUENCE_EDITOR": "true",
+    "GIT_ASKPASS": "false",
+    "GIT_SSH_COMMAND": "false",
+    "GIT_AUTHOR_NAME": "sandloop agent",
+    "GIT_AUTHOR_EMAIL": "agent@sandloop.invalid",
+    "GIT_COMMITTER_NAME": "sandloop agent",
+    "GIT_COMMITTER_EMAIL": "agent@sandloop.invalid",
+}
 
 
 def shell_limits(policy: Policy) -> Limits:
@@ -47,7 +71,7 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         cpus=shell.resources.cpus,
         pids_limit=shell.resources.pids,
         runtime=shell.runtime,
-        env=dict(shell.env),
+        env={**GIT_HARDENING, **shell.env},
         # .git always: what the host's git runs is never the sandbox's to change, whatever a
         # policy's patch rules say (lint flags a policy that leaves it writable).
         read_only_paths=tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only)))),

@@ -142,7 +142,7 @@ def summary(path: str | Path) -> dict[str, Any]:
         if data.get("kind") == "decision":
             decisions += 1
             decision = str(data.get("decision"))
-            per_rule[f"{data.get('rule_id') or '(default)'} → {decision}"] += 1
+            per_rule[f"{data.get('rule_id') or 'shell.default'} → {decision}"] += 1
             if action == "shell" and isinstance(subject, str):
                 if decision == "deny":
                     denied.append(subject)

@@ -18,7 +18,7 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
@@ -32,7 +32,7 @@ from policies.model import (
     ShellRule,
     load,
 )
-from policies.shell_parse import MANY, Dynamic, SimpleCommand, Word
+from policies.shell_words import MANY, Dynamic, SimpleCommand, Word, Write
 from sandloop.errors import NotAnAddress, PolicyDenied, describe
 from sandloop.matching import (
     default_port,
@@ -52,6 +52,7 @@ __all__ = [
     "deny_text",
     "example_problems",
     "load_policy",
+    "strictest",
 ]
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -164,6 +165,38 @@ class CompiledRule:
 _KINDS = {"create": "create", "update": "update", "delete": "delete"}
 
 
+def strictest(verdicts: Sequence[Verdict]) -> Verdict:
+    """The strictest verdict; between equally strict ones, a named rule over a section default
+    (the rule is what the person reading `explain` needs to see)."""
+    return max(verdicts, key=lambda v: (v.decision.strictness, not (v.rule_id or "").endswith(".default")))
+_WORKSPACE = "/workspace"
+
+
+def _write_paths(write: Write) -> list[str] | None:
+    """The workspace-relative paths a write may land on (none when it lands outside the
+    workspace), or None when that cannot be known."""
+    path = write.path
+    if isinstance(path, Dynamic):
+        return None
+    if path.startswith("/"):
+        normal = posixpath.normpath(path)
+        if normal == _WORKSPACE or normal.startswith(_WORKSPACE + "/"):
+            return [normal[len(_WORKSPACE) + 1:] or "."]
+        return []  # the sandbox's own /tmp and the like: not the workspace
+    if write.cwds is None:
+        return None
+    out: list[str] = []
+    for cwd in write.cwds:
+        if cwd.startswith(".."):
+            if ".." in path.split("/"):
+                return None  # from somewhere outside, climbing back in: cannot tell where
+            continue
+        normal = posixpath.normpath(posixpath.join(cwd, path))
+        if normal != ".." and not normal.startswith("../"):
+            out.append(normal)
+    return out
+
+
 class PolicyEngine:
     """Answers for one effective policy. Cheap to call: a shell decision is a parse and a scan."""
 
@@ -185,24 +218,55 @@ class PolicyEngine:
         decided = self.explain_shell(command_line)
         if not decided:
             return self._final(Verdict(Decision.ALLOW, "the command line runs no program"))
-        worst = max(decided, key=lambda pair: pair[1].decision.strictness)[1]
-        return worst  # already final
+        return strictest([verdict for _, verdict in decided])  # already final
 
     def explain_shell(self, command_line: str) -> list[tuple[SimpleCommand, Verdict]]:
         """Each simple command with its own (final) verdict, in source order."""
         return [(cmd, self._final(self.command(cmd))) for cmd in shell_parse.parse(command_line)]
 
     def command(self, cmd: SimpleCommand) -> Verdict:
-        """One simple command's verdict before ``unattended`` is applied."""
+        """One simple command's verdict before ``unattended`` is applied: its rule, and the
+        ``[files]`` rules for every file it writes (the strictest decides)."""
+        writes = [self.write(w) for w in cmd.writes or ()]
+        if not cmd.argv and cmd.unknown is None:
+            verdicts = writes or [Verdict(Decision.ALLOW, "runs no program")]
+        else:
+            verdicts = [self._program(cmd), *writes]
+        return strictest(verdicts)
+
+    # --- files a command writes ---------------------------------------------------------------
+
+    def write(self, write: Write) -> Verdict:
+        """May the shell write this file? The ``[files]`` rules, as for a patch, for every place
+        the path may be; a path that cannot be known is asked about unless every path is writable."""
+        paths = _write_paths(write)
+        how = write.how or "a write"
+        if paths is None:
+            files = self.policy.files
+            if not files.read_only and "**" in files.writable and files.allow_create and files.allow_delete:
+                return Verdict(Decision.ALLOW, f"{how}: every path is writable", "files.writable",
+                               self.loaded.where(("files", "writable")))
+            decision = Decision.PROMPT if files.default is not Decision.DENY or files.writable else Decision.DENY
+            return Verdict(decision, f"{how}: which file it writes cannot be known before it runs, so the "
+                           "[files] rules cannot be checked", "files.unknown_path",
+                           self.loaded.where(("files",)))
+        verdicts = [self.patch(path, write.kind) for path in paths]
+        if not verdicts:
+            return Verdict(Decision.ALLOW, f"{how}: outside the workspace", "files.outside")
+        worst = strictest(verdicts)
+        return replace(worst, justification=f"{how}: {worst.justification}")
+
+    def _program(self, cmd: SimpleCommand) -> Verdict:
+        """The rules' verdict on the program itself."""
         shell = self.policy.shell
         default_source = self.loaded.where(("shell", "default"))
         if cmd.unknown is not None:
             decision = shell.default if shell.default is not Decision.ALLOW else Decision.PROMPT
             fallback = Verdict(
-                decision, f"cannot be known before it runs ({cmd.unknown})", None, default_source
+                decision, f"cannot be known before it runs ({cmd.unknown})", "shell.default", default_source
             )
         else:
-            fallback = Verdict(shell.default, "no rule matches this command", None, default_source)
+            fallback = Verdict(shell.default, "no rule matches this command", "shell.default", default_source)
         outcomes: list[Verdict] = []
         for rule in self._candidates(cmd):
             if rule.matches(cmd):
@@ -261,7 +325,7 @@ class PolicyEngine:
                 return self._final(self._setting(
                     Decision.ALLOW, ("files", "writable", n),
                     f"{normal} is writable (matches {glob!r})", "files.writable"))
-        return self._final(Verdict(files.default, f"{normal} matches no writable glob", None,
+        return self._final(Verdict(files.default, f"{normal} matches no writable glob", "files.default",
                                    self.loaded.where(("files", "default"))))
 
     # --- browser ---------------------------------------------------------------------------
@@ -323,7 +387,7 @@ class PolicyEngine:
             # metadata service) or a loopback name that allow_domains does not name exactly.
             decision = Decision.DENY if decision is Decision.ALLOW else decision
             why = f"{host} is an IP address or a loopback name that allow_domains does not list"
-        return self._final(Verdict(decision, why, None,
+        return self._final(Verdict(decision, why, "browser.default",
                                    self.loaded.where(("browser", "default"))))
 
     # --- MCP and functions -----------------------------------------------------------------
@@ -341,7 +405,7 @@ class PolicyEngine:
                 server.default, ("mcp", "servers", server_label, "default"),
                 f"MCP server {server_label} is set to {server.default.value}",
                 f"mcp.{server_label}"))
-        return self._final(Verdict(mcp.default, f"MCP server {server_label} is not listed", None,
+        return self._final(Verdict(mcp.default, f"MCP server {server_label} is not listed", "mcp.default",
                                    self.loaded.where(("mcp", "default"))))
 
     def function(self, name: str) -> Verdict:
@@ -350,7 +414,7 @@ class PolicyEngine:
             return self._final(self._setting(
                 functions.tools[name], ("functions", "tools", name),
                 f"function {name} is set to {functions.tools[name].value}", f"functions.{name}"))
-        return self._final(Verdict(functions.default, f"function {name} is not listed", None,
+        return self._final(Verdict(functions.default, f"function {name} is not listed", "functions.default",
                                    self.loaded.where(("functions", "default"))))
 
     # --- helpers ---------------------------------------------------------------------------

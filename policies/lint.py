@@ -107,12 +107,20 @@ def _subsumes(a: tuple[Element, ...], b: tuple[Element, ...], i: int = 0, j: int
     return _covers(a[i], b[j]) and _subsumes(a, b, i + 1, j + 1)
 
 
+def _runs_named_module(rule: CompiledRule) -> bool:
+    """``python3 -m pytest``: the interpreter runs one named module (the test runner), not a
+    program from its arguments."""
+    elements = rule.elements
+    return (len(elements) >= 3 and isinstance(elements[1], Words) and elements[1].literal == {"-m"}
+            and not elements[1].globs and isinstance(elements[2], Words) and not elements[2].globs)
+
+
 def _escapable(rule: CompiledRule) -> str | None:
     first = rule.elements[0]
     if not isinstance(first, Words):
         return "matches any program, interpreters and launchers included"
     launchers = sorted(name for name in LAUNCHERS if name in first)
-    if launchers:
+    if launchers and not _runs_named_module(rule):
         return f"allows {', '.join(launchers)}, which can run any program"
     if "find" in first and any(
         isinstance(e, Words) and any(x in e for x in _FIND_EXEC) for e in rule.elements[1:]
@@ -130,7 +138,7 @@ def _command_options(engine: PolicyEngine) -> list[Finding]:
             if verdict.decision is not Decision.ALLOW or (verdict.rule_id, program) in seen:
                 continue
             seen.add((verdict.rule_id, program))
-            who = (f"allow rule {verdict.rule_id!r}" if verdict.rule_id
+            who = (f"allow rule {verdict.rule_id!r}" if verdict.rule_id != "shell.default"
                    else "the shell default (allow)")
             findings.append(Finding(
                 "command-option-allow",

@@ -35,52 +35,35 @@ original spelling stays in :attr:`SimpleCommand.program` for display).
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import shlex
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-__all__ = ["MANY", "ONE", "Dynamic", "SimpleCommand", "Word", "parse"]
+from policies import package_managers
+from policies.shell_arith import hazards
+from policies.shell_words import (
+    MANY,
+    ONE,
+    RISKY_VARS,
+    Dynamic,
+    SimpleCommand,
+    Word,
+    Write,
+    node_text,
+    unknown,
+    word,
+)
+from policies.shell_writes import NOT_FILES, program_writes
+from sandloop.files import PatchKind
 
-ONE: Literal["one"] = "one"
-MANY: Literal["many"] = "many"
-
-
-@dataclass(frozen=True)
-class Dynamic:
-    """A word whose value is only known at run time. ``kind`` says how many words it can become."""
-
-    kind: Literal["one", "many"]
-    text: str  # the source text, for display
-
-    def __str__(self) -> str:
-        return self.text
-
-
-Word = str | Dynamic
-
-
-@dataclass(frozen=True)
-class SimpleCommand:
-    """One program invocation the command line would make."""
-
-    argv: tuple[Word, ...]  # argv[0] is the normalised program name when it is known
-    text: str  # the source text of the command, for display
-    program: str = ""  # argv[0] as written (e.g. "/bin/rm", "\\rm")
-    unknown: str | None = None  # why this command cannot be known statically
-    trusted_name: bool = True  # False for "./git": the name says git, the file may be anything
-
-    @property
-    def name(self) -> str | None:
-        first = self.argv[0] if self.argv else None
-        return first if isinstance(first, str) else None
-
+__all__ = ["MANY", "ONE", "Dynamic", "SimpleCommand", "Word", "Write", "parse"]
 
 _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # one Parser per thread: Parser objects are not shareable
@@ -103,19 +86,13 @@ _CODE_RUNNERS = {
     "alias": "alias can make a name run a different command",
     "fc": "fc re-runs commands from history",
 }
-# Assignments that change which program runs, or make a program run another one.
-_RISKY_VARS = re.compile(
-    r"^(PATH|IFS|ENV|BASH_ENV|PS4|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|LD_\w*|BASH_FUNC_\w*|GIT_\w*"
-    r"|PAGER|MANPAGER|EDITOR|VISUAL|LESSOPEN|LESSCLOSE|LESS|LESSKEY\w*|PYTHON\w*|NODE_OPTIONS"
-    r"|PERL5\w*|RUBYOPT|RSYNC_RSH|RSYNC_CONNECT_PROG|RIPGREP_CONFIG_PATH|BROWSER|SHELL|TAR_OPTIONS"
-    r"|SSH_ASKPASS|XDG_CONFIG_HOME|HOME|GNUPGHOME|PROMPT_COMMAND)$"
-)
 _MAX_DEPTH = 8  # nested `sh -c` levels before giving up (UNKNOWN)
 
 
 def parse(command_line: str) -> list[SimpleCommand]:
-    """Every simple command ``command_line`` runs, in source order."""
-    return _parse(command_line, 0)
+    """Every simple command ``command_line`` runs, in source order, with the files each writes.
+    The line runs at the workspace root."""
+    return _parse(command_line, 0, frozenset({""}))
 
 
 def _parser() -> Parser:
@@ -125,29 +102,75 @@ def _parser() -> Parser:
     return parser
 
 
-def _parse(command_line: str, depth: int) -> list[SimpleCommand]:
+def _parse(command_line: str, depth: int, cwds: frozenset[str] | None = None) -> list[SimpleCommand]:
     if depth > _MAX_DEPTH:
-        return [_unknown(command_line, "shell -c nested too deeply to follow")]
+        return [unknown(command_line, "shell -c nested too deeply to follow")]
     tree = _parser().parse(command_line.encode())
     if tree.root_node.has_error:
-        return [_unknown(command_line, "the command line does not parse as shell")]
-    out: list[SimpleCommand] = []
-    _Walker(out, depth).visit(tree.root_node)
+        return [unknown(command_line, "the command line does not parse as shell")]
+    inherited = _context.tainted[-1] if _context.tainted else frozenset()
+    reasons, tainted = hazards(tree.root_node, inherited)
+    out = [unknown(command_line, reason) for reason in reasons]
+    _context.tainted.append(tainted)  # what a `bash -c` inside this line inherits
+    try:
+        _Walker(out, depth, cwds).visit(tree.root_node)
+    finally:
+        _context.tainted.pop()
     return out
 
 
-def _unknown(text: str, reason: str, argv: tuple[Word, ...] = ()) -> SimpleCommand:
-    return SimpleCommand(argv=argv, text=text, program=str(argv[0]) if argv else "", unknown=reason)
+class _Context(threading.local):
+    def __init__(self) -> None:
+        self.tainted: list[frozenset[str]] = []
 
 
-def _text(node: Node) -> str:
-    return node.text.decode(errors="replace") if node.text is not None else ""
+_context = _Context()
+
+
+def _adjacent_words(node: Node) -> list[tuple[str, list[Node]]]:
+    """The shell words of a declaration's arguments: tree-sitter splits ``PA'TH'=x`` into parts;
+    parts with nothing between them are one word (text, parts)."""
+    groups: list[tuple[str, list[Node]]] = []
+    end = -1
+    for child in node.named_children:
+        if groups and child.start_byte == end:
+            text, parts = groups[-1]
+            groups[-1] = (text + node_text(child), [*parts, child])
+        else:
+            groups.append((node_text(child), [child]))
+        end = child.end_byte
+    return groups
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+
+
+def _declared_name(text: str) -> str | None:
+    """The variable a declaration argument assigns (``NAME=…``), as bash reads the word; None
+    when it assigns nothing; ValueError when the name is computed at run time."""
+    plain = _PLAIN_NAME.match(text)
+    if plain is not None:
+        return plain.group(0).rstrip("+=").split("[", 1)[0]
+    if "$" in text or "`" in text:
+        raise ValueError(text)
+    try:
+        (value,) = shlex.split(text)
+    except ValueError:
+        raise ValueError(text) from None
+    if "=" not in value:
+        return None
+    return value.split("=", 1)[0].rstrip("+").split("[", 1)[0]
 
 
 class _Walker:
-    def __init__(self, out: list[SimpleCommand], depth: int) -> None:
+    def __init__(self, out: list[SimpleCommand], depth: int, cwds: frozenset[str] | None) -> None:
         self.out = out
         self.depth = depth
+        #: where the shell may be, relative to the workspace root (None: unknown). Only ever
+        #: grows: a `cd` that fails, or one inside a subshell, leaves the old place possible.
+        self.cwds = cwds
+        #: where the last command went, when it was a `cd`: after `cd X &&` the shell is in X
+        self._last_cd: frozenset[str] | None = None
 
     def visit(self, node: Node) -> None:
         kind = node.type
@@ -159,31 +182,96 @@ class _Walker:
         elif kind == "declaration_command":
             self._declaration(node)
             self._children(node)
+        elif kind == "file_redirect":
+            self._redirect(node)
+            self._children(node)
+        elif kind == "list":
+            self._list(node)
+        elif kind == "redirected_statement" and node.named_children and node.named_children[0].type == "list":
+            # tree-sitter hangs `a && b > f` off the whole list; bash gives `> f` to b alone
+            body, *redirects = node.named_children
+            self._list(body, redirects)
         else:
             # Everything else (lists, pipelines, subshells, if/for/while/case, function bodies,
-            # declarations, redirects, heredoc bodies, substitutions inside words) is walked for
-            # the commands it contains. A quoted heredoc body has no children, so it runs nothing.
+            # heredoc bodies, substitutions inside words) is walked for the commands it
+            # contains. A quoted heredoc body has no children, so it runs nothing.
             self._children(node)
 
     def _children(self, node: Node) -> None:
         for child in node.named_children:
             self.visit(child)
 
+    def _list(self, node: Node, redirects: list[Node] | None = None) -> None:
+        """``A && B``: B runs only if A succeeded, so after ``cd X && …`` the shell is in X
+        (with ``;`` a failed cd leaves it where it was: both places stay possible).
+        ``redirects`` belong to B (see visit)."""
+        left, right = node.named_children[0], node.named_children[-1]
+        operator = next((c.type for c in node.children if not c.is_named), "")
+        self.visit(left)
+        moved = self._last_cd
+        if operator == "&&" and moved is not None and self.cwds is not None:
+            before = self.cwds
+            self.cwds = moved
+            self._right(right, redirects or [])
+            self.cwds = None if self.cwds is None else before | self.cwds
+        else:
+            self._right(right, redirects or [])
+
+    def _right(self, node: Node, redirects: list[Node]) -> None:
+        if node.type == "list" and redirects:
+            self._list(node, redirects)
+            return
+        self.visit(node)
+        for redirect in redirects:
+            self.visit(redirect)
+
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
         if name is not None and name.type == "subscript":
             name = name.child_by_field_name("name")  # PATH[0]=x assigns PATH
-        if name is not None and _RISKY_VARS.match(_text(name)):
+        if name is not None and RISKY_VARS.match(node_text(name)):
             self.out.append(
-                _unknown(_text(node), f"assigns {_text(name)}, which can change what programs run")
+                unknown(node_text(node), f"assigns {node_text(name)}, which can change what programs run")
             )
 
     def _declaration(self, node: Node) -> None:
-        # `declare -n ref=PATH; ref=x` assigns PATH through a name the assignment does not show
-        for child in node.named_children:
-            if child.type == "word" and re.fullmatch(r"-\w*n\w*", _text(child)):
-                self.out.append(_unknown(_text(node), "a nameref (-n) can assign any variable"))
+        """export/declare/typeset/local/readonly: a risky variable is risky however it is quoted
+        (``export 'PATH=…'``, ``export PA\\TH=…``), and a name computed at run time could be any."""
+        text = node_text(node)
+        for word_text, parts in _adjacent_words(node):
+            if parts[0].type == "variable_assignment":
+                continue  # a plain NAME=value: _assignment decides it
+            if re.fullmatch(r"[-+]\w*n\w*", word_text):
+                # `declare -n ref=PATH; ref=x` assigns PATH through a name no assignment shows
+                self.out.append(unknown(text, "a nameref (-n) can assign any variable"))
                 return
+            if word_text.startswith(("-", "+")):
+                continue
+            try:
+                name = _declared_name(word_text)
+            except ValueError:
+                self.out.append(unknown(text, f"declares a variable whose name is computed at run time "
+                                              f"({word_text})"))
+                return
+            if name is not None and RISKY_VARS.match(name):
+                self.out.append(unknown(text, f"assigns {name}, which can change what programs run"))
+                return
+
+    def _redirect(self, node: Node) -> None:
+        """``> FILE``, ``>> FILE``, ``&> FILE``, ``>| FILE``, ``>& FILE``: a write to FILE."""
+        operators = [c.type for c in node.children if not c.is_named]
+        destination = node.child_by_field_name("destination")
+        if destination is None or not any(">" in op for op in operators):
+            return
+        target = word(destination)
+        if ">&" in operators and isinstance(target, str) and re.fullmatch(r"\d+|-", target):
+            return  # 2>&1: a descriptor, not a file
+        if isinstance(target, str) and NOT_FILES.match(target):
+            return
+        # `>>` and `<>` may keep the file; `>` `>|` `&>` replace or create it
+        kind: PatchKind = "update_file" if any(op in (">>", "&>>", "<>") for op in operators) else "create_file"
+        write = Write(target, kind, self.cwds, " ".join(operators) + " " + str(target))
+        self.out.append(SimpleCommand(argv=(), text=node_text(node), writes=(write,)))
 
     def _command(self, node: Node) -> None:
         words: list[Word] = []
@@ -191,66 +279,45 @@ class _Walker:
             # Substitutions inside any part (name, arguments, assignments, redirects) run too.
             self.visit(child)
             if child.type == "command_name":
-                words.append(_word(child.named_children[0]) if child.named_children else "")
+                words.append(word(child.named_children[0]) if child.named_children else "")
             elif child.type not in ("variable_assignment", "file_redirect", "heredoc_redirect",
                                     "herestring_redirect"):
-                words.append(_word(child))
-        self.out.extend(_resolve(tuple(words), _text(node), self.depth))
+                words.append(word(child))
+        for cmd in _resolve(tuple(words), node_text(node), self.depth, self.cwds):
+            if cmd.writes is None:
+                cmd = replace(cmd, writes=tuple(Write(path, kind, self.cwds, how)
+                                                for path, kind, how in program_writes(cmd.argv)))
+            self.out.append(cmd)
+            self._follow_cd(cmd)
+
+    def _follow_cd(self, cmd: SimpleCommand) -> None:
+        self._last_cd = None
+        if cmd.name not in ("cd", "pushd", "popd"):
+            return
+        operands = [a for a in cmd.argv[1:] if not (isinstance(a, str) and a.startswith("-") and a != "-")]
+        target = operands[0] if operands else None
+        if cmd.name == "popd" or target == "-" or isinstance(target, Dynamic) or self.cwds is None:
+            self.cwds = None
+            return
+        if target is None:
+            moved = frozenset({_OUTSIDE})  # HOME: outside the workspace
+        else:
+            moved = frozenset(_relative(posixpath.join("/workspace", c, target)) for c in self.cwds)
+        self.cwds = self.cwds | moved
+        self._last_cd = moved
 
 
-# --- words -------------------------------------------------------------------------------------
-
-_GLOB = re.compile(r"(?<!\\)[*?]|(?<!\\)\[.*\]")
-_BRACE = re.compile(r"(?<!\\)\{[^}]*(,|\.\.)[^}]*\}")  # {a,b} and {1..3}; a bare {} is literal
-_DQ_ESCAPE = re.compile(r'\\([\\"$`\n])')
-_UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.S)
+_OUTSIDE = "../"  # any directory outside the workspace
 
 
-def _unescape_unquoted(text: str) -> str:
-    return _UNQUOTED_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
-
-
-def _word(node: Node) -> Word:
-    """The value of one word node: a literal string, or Dynamic when it depends on run time."""
-    kind = node.type
-    text = _text(node)
-    if kind == "word":
-        if _GLOB.search(text) or _BRACE.search(text):
-            return Dynamic(MANY, text)  # a glob or brace expansion can become any number of words
-        return _unescape_unquoted(text)
-    if kind == "number":
-        return text
-    if kind == "raw_string":
-        return text[1:-1]
-    if kind in ("string", "translated_string"):
-        if any(c.type != "string_content" for c in node.named_children):
-            return Dynamic(ONE, text)  # double quotes keep an expansion one word
-        body = text[text.index('"') + 1 : -1]
-        return _DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), body)
-    if kind == "ansi_c_string":
-        body = text[2:-1]
-        # $'\x72m' spells rm: decoding every escape form is not worth the risk, so any escape
-        # makes the word dynamic.
-        return Dynamic(ONE, text) if "\\" in body else body
-    if kind == "concatenation":
-        return _concatenation(node, text)
-    if kind in ("arithmetic_expansion", "process_substitution"):
-        return Dynamic(ONE, text)  # a number, or a /dev/fd path: one word either way
-    return Dynamic(MANY, text)  # unquoted $X, ${X}, $(…): split into any number of words
-
-
-def _concatenation(node: Node, text: str) -> Word:
-    children = node.named_children
-    parts = [_word(c) for c in children]
-    edges = [node.start_byte] + [b for c in children for b in (c.start_byte, c.end_byte)]
-    if edges[1::2] != edges[0:-1:2] or edges[-1] != node.end_byte:
-        return Dynamic(MANY, text)  # a part the grammar did not name sits in the word: be careful
-    if _BRACE.search(text):
-        return Dynamic(MANY, text)  # brace expansion across parts: {a,"b"}
-    dynamic = [p for p in parts if isinstance(p, Dynamic)]
-    if not dynamic:
-        return "".join(p for p in parts if isinstance(p, str))
-    return Dynamic(MANY if any(p.kind == MANY for p in dynamic) else ONE, text)
+def _relative(path: str) -> str:
+    """A container path as a workspace-relative one (``../`` for anything outside it)."""
+    normal = posixpath.normpath(path)
+    if normal == "/workspace":
+        return ""
+    if normal.startswith("/workspace/"):
+        return normal[len("/workspace/"):]
+    return _OUTSIDE
 
 
 # --- programs, wrappers and launchers ----------------------------------------------------------
@@ -265,15 +332,17 @@ def _normalise(program: str) -> tuple[str, bool]:
     return base, directory in _SYSTEM_DIRS
 
 
-def _resolve(argv: tuple[Word, ...], text: str, depth: int) -> list[SimpleCommand]:
-    """Turn one command's words into the simple commands it runs (unwrapping wrappers)."""
+def _resolve(argv: tuple[Word, ...], text: str, depth: int,
+             cwds: frozenset[str] | None = None) -> list[SimpleCommand]:
+    """Turn one command's words into the simple commands it runs (unwrapping wrappers).
+    ``cwds``: where the shell may be, for a ``bash -c`` that inherits it."""
     out: list[SimpleCommand] = []
     while True:
         if not argv:
             return out  # only assignments/redirections: runs no program
         first = argv[0]
         if isinstance(first, Dynamic):
-            out.append(_unknown(text, "the program name is computed at run time", argv))
+            out.append(unknown(text, "the program name is computed at run time", argv))
             return out
         name, trusted = _normalise(first)
         argv = (name, *argv[1:])
@@ -282,10 +351,10 @@ def _resolve(argv: tuple[Word, ...], text: str, depth: int) -> list[SimpleComman
             out.append(cmd)
             return out
         if name in _CODE_RUNNERS and (len(argv) > 1 or name in ("eval", "source", ".")):
-            out.append(_unknown(text, _CODE_RUNNERS[name], argv))
+            out.append(unknown(text, _CODE_RUNNERS[name], argv))
             return out
         if name in _SHELLS:
-            out.extend(_shell(cmd, depth))
+            out.extend(_shell(cmd, depth, cwds))
             return out
         if name == "find":
             out.extend(_find(cmd, depth))
@@ -299,13 +368,18 @@ def _resolve(argv: tuple[Word, ...], text: str, depth: int) -> list[SimpleComman
             return out
         step = _WRAPPERS.get(name)
         if step is None:
-            out.append(cmd)
+            out.extend(_spelled(cmd, depth))
             return out
         try:
             start = step(argv)
         except _Unknowable as exc:
-            out.append(_unknown(text, f"{name}: {exc}", argv))
+            out.append(unknown(text, f"{name}: {exc}", argv))
             return out
+        if name == "exec" and start is not None and start < len(argv) and _login_exec(argv[:start]):
+            runs = argv[start]
+            if isinstance(runs, str) and _normalise(runs)[0] in _SHELLS:
+                out.append(unknown(text, _STARTUP, argv))  # `exec -l bash`: argv[0] "-bash": login
+                return out
         if name in ("sudo", "doas"):
             out.append(cmd)  # privilege changes are decided on their own, then the command
         if start is None or start >= len(argv):
@@ -317,6 +391,14 @@ def _resolve(argv: tuple[Word, ...], text: str, depth: int) -> list[SimpleComman
 
 class _Unknowable(Exception):
     pass
+
+
+def _login_exec(options: tuple[Word, ...]) -> bool:
+    """``exec -l`` or ``exec -a -NAME``: the shell it runs starts as a login shell."""
+    words = [w for w in options[1:] if isinstance(w, str)]
+    if any(w.startswith("-") and not w.startswith("--") and "l" in w for w in words):
+        return True
+    return any(a == "-a" and b.startswith("-") for a, b in itertools.pairwise(words))
 
 
 def _literal(word: Word) -> str:
@@ -340,7 +422,7 @@ def _options(
             return i + 1
         if stop_at_assignment and "=" in arg and not arg.startswith("-"):
             name = arg.split("=", 1)[0]
-            if _RISKY_VARS.match(name):
+            if RISKY_VARS.match(name):
                 raise _Unknowable(f"sets {name}, which can change what programs run")
             i += 1
             continue
@@ -442,8 +524,13 @@ _WRAPPERS = {
 }
 
 
-def _shell(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
-    """`bash -c 'literal'` is parsed recursively; `bash script.sh` stays a bash command."""
+_STARTUP = ("an interactive or login shell first runs start-up files (~/.bashrc, ~/.profile, "
+            "--rcfile), which the sandbox can write")
+
+
+def _shell(cmd: SimpleCommand, depth: int, cwds: frozenset[str] | None) -> list[SimpleCommand]:
+    """`bash -c 'literal'` is parsed recursively (in the directory the outer line is in);
+    `bash script.sh` stays a bash command; an interactive or login shell is unknown."""
     argv = cmd.argv
     has_c = False
     i = 1
@@ -452,23 +539,42 @@ def _shell(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
         if isinstance(arg, Dynamic):
             if has_c:
                 break  # the command string itself: reported below
-            return [_unknown(cmd.text, "a shell option or script is computed at run time", argv)]
+            return [unknown(cmd.text, "a shell option or script is computed at run time", argv)]
         if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
             i += 1 if arg == "--" else 0
             break
         if arg.startswith("--"):
-            i += 2 if arg in ("--rcfile", "--init-file") else 1
+            if arg in ("--login", "--rcfile", "--init-file", "--interactive") or arg.startswith(
+                    ("--rcfile=", "--init-file=")):
+                return [unknown(cmd.text, _STARTUP, argv)]
+            i += 1
             continue
-        has_c = has_c or (arg[0] == "-" and "c" in arg[1:])
+        letters = arg[1:]
+        if arg[0] == "-" and ("i" in letters or "l" in letters):
+            return [unknown(cmd.text, _STARTUP, argv)]
+        has_c = has_c or (arg[0] == "-" and "c" in letters)
         i += 2 if arg[-1] in "oO" else 1
     if not has_c:
         return [cmd]  # a script file or stdin: the rules decide about the shell itself
     if i >= len(argv):
-        return [_unknown(cmd.text, "shell -c without a command string", argv)]
+        return [unknown(cmd.text, "shell -c without a command string", argv)]
     script = argv[i]
     if isinstance(script, Dynamic):
-        return [_unknown(cmd.text, "shell -c runs a string computed at run time", argv)]
-    return _parse(script, depth + 1)
+        return [unknown(cmd.text, "shell -c runs a string computed at run time", argv)]
+    return _parse(script, depth + 1, cwds)
+
+
+def _spelled(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
+    """A package manager's command word as every command it may spell (``npm publ`` is
+    ``npm publish``); ``npm explore PKG -- CMD`` runs CMD."""
+    out: list[SimpleCommand] = []
+    for argv in package_managers.spellings(cmd.argv):
+        out.append(replace(cmd, argv=argv))
+        if argv[:2] == ("npm", "explore") and "--" in argv:
+            inner = argv[argv.index("--") + 1:]
+            out.extend(_resolve(inner, cmd.text, depth) if inner else
+                       [unknown(cmd.text, "npm explore -- without a command", argv)])
+    return out
 
 
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
@@ -481,12 +587,12 @@ def _find(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     while i < len(argv):
         arg = argv[i]
         if isinstance(arg, Dynamic) and arg.kind == MANY:
-            return [_unknown(cmd.text, "find: an expanded word could add -exec", argv)]
+            return [unknown(cmd.text, "find: an expanded word could add -exec", argv)]
         if arg in _FIND_EXEC:
             end = next((k for k in range(i + 1, len(argv)) if argv[k] in (";", "+")), None)
             inner = argv[i + 1 : end] if end is not None else ()
             if not inner:
-                return [_unknown(cmd.text, f"find {arg} without a command", argv)]
+                return [unknown(cmd.text, f"find {arg} without a command", argv)]
             inner = tuple(Dynamic(ONE, w) if isinstance(w, str) and "{}" in w else w
                           for w in inner)
             out.extend(_resolve(inner, cmd.text, depth))
@@ -508,7 +614,7 @@ def _xargs(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     try:
         start = _options(argv, flags=_XARGS_FLAGS, with_arg=_XARGS_WITH_ARG)
     except _Unknowable as exc:
-        return [_unknown(cmd.text, f"xargs: {exc}", argv)]
+        return [unknown(cmd.text, f"xargs: {exc}", argv)]
     replace: Word | None = None
     for k in range(1, start):
         arg = argv[k]
@@ -536,11 +642,11 @@ def _xargs(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
 def _runs(cmd: SimpleCommand, value: Word | None, what: str, depth: int) -> list[SimpleCommand]:
     """The commands that ``what`` runs when its value is ``value`` (None: chosen by config)."""
     if value is None:
-        return [_unknown(cmd.text, f"{what} runs a command named by configuration", cmd.argv)]
+        return [unknown(cmd.text, f"{what} runs a command named by configuration", cmd.argv)]
     if isinstance(value, Dynamic):
-        return [_unknown(cmd.text, f"{what} runs a command computed at run time", cmd.argv)]
+        return [unknown(cmd.text, f"{what} runs a command computed at run time", cmd.argv)]
     if not value.strip():
-        return [_unknown(cmd.text, f"{what} without a command", cmd.argv)]
+        return [unknown(cmd.text, f"{what} without a command", cmd.argv)]
     return _parse(value, depth + 1)
 
 
@@ -614,7 +720,7 @@ def _run_options(cmd: SimpleCommand, start: int, spec: _Options, depth: int,
     for option, value, _ in _command_options(cmd.argv, start, spec):
         what = f"{cmd.argv[0]} {option if option.startswith('-') else '--' + option}"
         if option == "?":
-            out.append(_unknown(cmd.text, f"{cmd.argv[0]}: a word computed at run time could be "
+            out.append(unknown(cmd.text, f"{cmd.argv[0]}: a word computed at run time could be "
                                 "an option that runs a command", cmd.argv))
             continue
         if values is not None and value is not None and not isinstance(value, Dynamic):
@@ -718,7 +824,7 @@ def _git(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     if sub == "bisect" and i + 1 < len(argv) and argv[i + 1] == "run":
         inner = argv[i + 2 :]
         if not inner:
-            return [cmd, _unknown(cmd.text, "git bisect run without a command", argv)]
+            return [cmd, unknown(cmd.text, "git bisect run without a command", argv)]
         return [cmd, *_resolve(inner, cmd.text, depth)]
     if sub == "submodule":
         return [cmd, *_git_foreach(cmd, i + 1, depth)]
@@ -739,10 +845,10 @@ def _git_foreach(cmd: SimpleCommand, i: int, depth: int) -> list[SimpleCommand]:
         i += 1
     words = argv[i:]
     if any(isinstance(w, Dynamic) for w in words):
-        return [_unknown(cmd.text, "git submodule foreach runs a command computed at run time",
+        return [unknown(cmd.text, "git submodule foreach runs a command computed at run time",
                          argv)]
     if not words:
-        return [_unknown(cmd.text, "git submodule foreach without a command", argv)]
+        return [unknown(cmd.text, "git submodule foreach without a command", argv)]
     # git hands the first word to the shell as code, the rest as its arguments
     line = " ".join([str(words[0]), *(shlex.quote(str(w)) for w in words[1:])])
     return _runs(cmd, line, "git submodule foreach", depth)
@@ -790,7 +896,7 @@ def _fd(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     out = [cmd]
     for option, value, after in _command_options(argv, 1, _FD):
         if option == "?" or value is None or isinstance(value, Dynamic):
-            return [_unknown(cmd.text, "fd runs a command computed at run time", argv)]
+            return [unknown(cmd.text, "fd runs a command computed at run time", argv)]
         end = next((k for k in range(after, len(argv)) if argv[k] == ";"), len(argv))
         inner = tuple(Dynamic(ONE, w) if isinstance(w, str) and "{" in w else w
                       for w in (value, *argv[after:end]))
@@ -804,15 +910,15 @@ def _less(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     for arg in cmd.argv[1:]:
         if isinstance(arg, Dynamic):
             if _may_be_option(arg) or arg.text.startswith("+"):
-                return [_unknown(cmd.text, "less: a word computed at run time could be a "
+                return [unknown(cmd.text, "less: a word computed at run time could be a "
                                  "command", cmd.argv)]
             continue
         if arg == "--":
             break
         if arg.startswith("+") and not re.fullmatch(r"\+\+?(\d+|[GgF]|/[^!|]*)", arg):
-            return [_unknown(cmd.text, f"less runs the command {arg}", cmd.argv)]
+            return [unknown(cmd.text, f"less runs the command {arg}", cmd.argv)]
         if arg.startswith("--lesskey") or re.fullmatch(r"-[^-]*k.*", arg):
-            return [_unknown(cmd.text, "less reads a lesskey file, which can set LESSOPEN",
+            return [unknown(cmd.text, "less reads a lesskey file, which can set LESSOPEN",
                              cmd.argv)]
     return [cmd]
 
@@ -983,8 +1089,8 @@ def _sed(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
             scripts.append(_literal(operands[0]))
         why = None if sandboxed else _SedScript("\n".join(scripts)).effects()
     except _Unknowable as exc:
-        return [_unknown(cmd.text, f"sed: {exc}", argv)]
-    return [cmd] if why is None else [_unknown(cmd.text, why, argv)]
+        return [unknown(cmd.text, f"sed: {exc}", argv)]
+    return [cmd] if why is None else [unknown(cmd.text, why, argv)]
 
 
 _AWK_SOURCE_OPTIONS = re.compile(r"^-(f|-file|i|-include|l|-load|E|-exec|W|e|-source)")
@@ -998,7 +1104,7 @@ def _awk(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     while i < len(argv):
         arg = argv[i]
         if isinstance(arg, Dynamic):
-            return [_unknown(cmd.text, "awk: the program or an option is computed at run time",
+            return [unknown(cmd.text, "awk: the program or an option is computed at run time",
                              argv)]
         if arg == "--":
             i += 1
@@ -1006,21 +1112,21 @@ def _awk(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
         if not arg.startswith("-") or arg == "-":
             break
         if _AWK_SOURCE_OPTIONS.match(arg):
-            return [_unknown(cmd.text, f"awk {arg} runs a program this policy cannot read", argv)]
+            return [unknown(cmd.text, f"awk {arg} runs a program this policy cannot read", argv)]
         if arg in ("-v", "-F", "--assign", "--field-separator"):
             i += 2
         elif arg.startswith(("-v", "-F", "--assign=", "--field-separator=")) or arg in (
                 "-P", "--posix", "-c", "--traditional", "-S", "--sandbox", "-s"):
             i += 1
         else:
-            return [_unknown(cmd.text, f"awk: unrecognised option {arg}", argv)]
+            return [unknown(cmd.text, f"awk: unrecognised option {arg}", argv)]
     if i >= len(argv):
         return [cmd]
     program = argv[i]
     if isinstance(program, Dynamic):
-        return [_unknown(cmd.text, "awk: the program is computed at run time", argv)]
+        return [unknown(cmd.text, "awk: the program is computed at run time", argv)]
     if re.search(r"system|[|>@]", program):
-        return [_unknown(cmd.text, "the awk program may run commands or write files (system, "
+        return [unknown(cmd.text, "the awk program may run commands or write files (system, "
                          "a pipe, a redirection or an @-call)", argv)]
     return [cmd]
 
@@ -1032,12 +1138,12 @@ def _read_builtin(cmd: SimpleCommand, depth: int) -> list[SimpleCommand]:
     if name == "printf" and not (words and isinstance(words[0], str)
                                  and words[0].startswith("-v")):
         return [cmd]
-    for word in words:
-        if isinstance(word, Dynamic):
-            return [_unknown(cmd.text, f"{name} assigns a variable named at run time", cmd.argv)]
-        target = word.removeprefix("-v") if name == "printf" else word
-        if _RISKY_VARS.match(target.split("[", 1)[0]):
-            return [_unknown(cmd.text, f"{name} assigns {target}, which can change what "
+    for given in words:
+        if isinstance(given, Dynamic):
+            return [unknown(cmd.text, f"{name} assigns a variable named at run time", cmd.argv)]
+        target = given.removeprefix("-v") if name == "printf" else given
+        if RISKY_VARS.match(target.split("[", 1)[0]):
+            return [unknown(cmd.text, f"{name} assigns {target}, which can change what "
                              "programs run", cmd.argv)]
     return [cmd]
 

@@ -1,7 +1,8 @@
 """local_shell_call (legacy, codex-mini) → local_shell_call_output.
 
 The action is an argv, not a shell string: it is quoted back into one command line (so the
-policy sees exactly what runs) and executed like a shell_call command. The answer's ``output``
+policy sees exactly what runs) and executed like a shell_call command. The usual ``bash -lc CMD``
+runs as ``bash -c CMD``: never as a login shell, whose start-up files the sandbox can write. The answer's ``output``
 is a JSON string of stdout, stderr, exit code and whether it timed out.
 
 Which field carries the call id on the answer is disputed: the SDK's param type requires ``id``
@@ -32,6 +33,19 @@ IdField = Literal["id", "call_id"]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_SHELL_C = re.compile(r"^-[a-z]*c[a-z]*$")
+
+
+def _without_login(argv: list[Any]) -> list[str]:
+    """``bash -lc CMD`` (how these calls usually arrive) as ``bash -c CMD``: a login or
+    interactive shell would first run start-up files the sandbox can write, so sandloop runs
+    the command in a plain shell."""
+    words = [str(a) for a in argv]
+    if len(words) >= 3 and posixpath.basename(words[0]) in ("bash", "sh") and _SHELL_C.match(words[1]):
+        return [words[0], "-c", *words[2:]]
+    return words
+
+
 def local_shell_command(action: dict[str, Any], workspace: str) -> str:
     """The argv as one command line, run in ``working_directory`` when it is in the workspace.
 
@@ -43,7 +57,7 @@ def local_shell_command(action: dict[str, Any], workspace: str) -> str:
         for name, value in (action.get("env") or {}).items()
         if _ENV_NAME.fullmatch(str(name))
     ]
-    line = " ".join([*assignments, shlex.join(str(a) for a in action.get("command") or [])])
+    line = " ".join([*assignments, shlex.join(_without_login(action.get("command") or []))])
     cwd = action.get("working_directory")
     if cwd:
         target = posixpath.normpath(posixpath.join(workspace, str(cwd)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from executor.sandbox_config import docker_config, shell_limits
+from executor.sandbox_config import GIT_HARDENING, docker_config, shell_limits
 from policies.engine import load_policy
 
 
@@ -13,7 +13,7 @@ def test_default_policy_limits_reach_the_container_config() -> None:
     assert cfg.memory == policy.shell.resources.memory and cfg.pids_limit == policy.shell.resources.pids
     assert cfg.limits.max_timeout_s == policy.shell.max_timeout_ms / 1000
     assert cfg.limits.max_output_bytes == policy.shell.output_cap_bytes
-    assert dict(cfg.env) == policy.shell.env
+    assert dict(cfg.env) == {**GIT_HARDENING, **policy.shell.env}
     limits = shell_limits(policy)
     assert limits == cfg.limits  # one limits type: the handler and the container agree
     assert limits.max_timeout_s == policy.shell.max_timeout_ms / 1000

@@ -117,7 +117,7 @@ def test_summary(tmp_path: Path) -> None:
     data = summary(path)
     assert data["decisions"] == 7 and data["records"] == 9
     assert data["per_rule"]["read-tools → allow"] == 1
-    assert data["per_rule"]["(default) → prompt"] == 1  # eval x
+    assert data["per_rule"]["shell.default → prompt"] == 1  # eval x
     assert data["prompted_commands"] == ["git push", "rm -rf /", "eval x"]
     assert data["denied_commands"] == []
     assert data["files_changed"] == ["src/a.py"]

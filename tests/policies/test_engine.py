@@ -41,7 +41,7 @@ def test_evasions_are_never_allowed(default: PolicyEngine, strict: PolicyEngine,
     ("line", "rule"),
     [("\\rm -rf /", "rm"), ("command rm -rf /", "rm"), ("env rm -rf /", "rm"),
      ("/bin/rm -rf /", "rm"), ("find . -exec rm {} +", "rm"), ("env -i FOO=1 rm x", "rm"),
-     ("e\"v\"al 'rm -rf /'", None), ("$(echo rm) -rf /", None)],
+     ("e\"v\"al 'rm -rf /'", "shell.default"), ("$(echo rm) -rf /", "shell.default")],
 )
 def test_evasions_are_decided_by_the_right_rule(default: PolicyEngine, line: str,
                                                 rule: str | None) -> None:
@@ -64,7 +64,7 @@ def test_evasions_are_decided_by_the_right_rule(default: PolicyEngine, line: str
         ("timeout 60 pytest -q", "allow", "build-test-tools"),
         ("python3 -c 'import os'", "prompt", "interpreters"),
         ("find . -name '*.pyc' -delete", "prompt", "find-writes"),
-        ("unknowncmd --x", "prompt", None),
+        ("unknowncmd --x", "prompt", "shell.default"),
         ("", "allow", None),
     ],
 )

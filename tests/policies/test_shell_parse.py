@@ -18,7 +18,9 @@ def _word(w: object) -> str:
 
 
 def shape(cmds: list[SimpleCommand]) -> list[str]:
-    return ["UNKNOWN" if c.unknown else " ".join(_word(w) for w in c.argv) for c in cmds]
+    # a redirection of its own (no argv) is shown as the file it writes
+    return ["UNKNOWN" if c.unknown else " ".join(_word(w) for w in c.argv)
+            or "WRITE " + " ".join(_word(w.path) for w in c.writes or ()) for c in cmds]
 
 
 CASES: list[tuple[str, list[str]]] = [
@@ -49,14 +51,14 @@ CASES: list[tuple[str, list[str]]] = [
     ("time ls | wc", ["ls", "wc"]),
     # subshells, groups and compound statements
     ("(cd src && ls)", ["cd src", "ls"]),
-    ("{ echo a; echo b; } > out", ["echo a", "echo b"]),
+    ("{ echo a; echo b; } > out", ["echo a", "echo b", "WRITE out"]),
     ("if test -f x; then rm x; else touch x; fi", ["test -f x", "rm x", "touch x"]),
     ("for f in a b; do echo $f; done", ["echo <*>"]),
     ("while read l; do echo \"$l\"; done < f", ["read l", "echo <1>"]),
     ("case $x in a) rm a;; *) ls;; esac", ["rm a", "ls"]),
     ("f() { rm -rf /; }; f", ["rm -rf /", "f"]),
     ("[[ -f $(which rm) ]] && echo yes", ["which rm", "echo yes"]),
-    ("(( n = $(wc -l < f) ))", ["wc -l"]),
+    ("(( n = $(wc -l < f) ))", ["UNKNOWN", "wc -l"]),  # its output is evaluated as arithmetic
     # substitutions
     ("echo $(whoami)", ["whoami", "echo <*>"]),
     ("echo \"$(date)\"", ["date", "echo <1>"]),
@@ -76,15 +78,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("ls \"$dir\"", ["ls <1>"]),
     ("ls $dir", ["ls <*>"]),
     # redirections and heredocs
-    ("ls > out.txt 2>&1", ["ls"]),
-    ("sort < in > out", ["sort"]),
+    ("ls > out.txt 2>&1", ["ls", "WRITE out.txt"]),
+    ("sort < in > out", ["sort", "WRITE out"]),
     ("cat <<EOF\nhello $(whoami)\nEOF", ["cat", "whoami"]),
     ("cat <<'EOF'\n$(rm -rf /)\nEOF", ["cat"]),
     ("cat <<EOF | sh\nrm -rf /\nEOF", ["cat", "sh"]),
     # sh -c nesting
     ("bash -c 'ls; rm -rf /'", ["ls", "rm -rf /"]),
     ("sh -c \"echo hi | wc\"", ["echo hi", "wc"]),
-    ("bash -lc 'cd x && make'", ["cd x", "make"]),
+    ("bash -lc 'cd x && make'", ["UNKNOWN"]),  # a login shell runs start-up files first
+    ("bash -c 'cd x && make'", ["cd x", "make"]),
     ("bash -e -c 'false'", ["false"]),
     ("sh -c 'sh -c \"rm -rf /\"'", ["rm -rf /"]),
     ("bash -c 'bash -c \"bash -c ls\"'", ["ls"]),
