@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import functools
 import http.server
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 
@@ -94,15 +96,23 @@ def demo_model(page_url: str) -> Any:
     ])
 
 
+def _page_policy(folder: Path, page_url: str) -> Path:
+    """The demo policy, plus the one address and port the status page is served on."""
+    path = folder / "policy.toml"
+    path.write_text(f'version = 1\nextends = [{json.dumps(str(DEMO_DIR / "policy.toml"))}]\n\n'
+                    f'[browser]\nallow_domains = [{json.dumps(urlsplit(page_url).netloc)}]\n', encoding="utf-8")
+    return path
+
+
 @contextlib.contextmanager
 def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverrides) -> Iterator[RunOptions]:
     """The demo's run: a fresh copy of the repo, the page served, and (offline) the scripted
     model behind the strict fake server, for as long as the run takes."""
     live = bool(os.environ.get("OPENAI_API_KEY"))
-    policy = args.policy or str(DEMO_DIR / "policy.toml")
     with tempfile.TemporaryDirectory(prefix="sandloop-demo-") as tmp, \
             page_server(DEMO_DIR / "page") as page_url, contextlib.ExitStack() as stack:
         repo = Path(shutil.copytree(DEMO_DIR / "repo", Path(tmp) / "repo"))
+        policy = args.policy or str(_page_policy(Path(tmp), page_url))
         task = (DEMO_DIR / "task.md").read_text(encoding="utf-8").format(page_url=page_url)
         base_url, api_key, model = args.base_url, os.environ.get("OPENAI_API_KEY"), args.model
         if not live:

@@ -21,8 +21,9 @@ class Gate(Protocol):
         """May this shell command line run?"""
         ...
 
-    async def patch(self, path: str, kind: PatchKind, *, call_id: str) -> Verdict:
-        """May this file operation happen? (path is workspace-relative and already validated)"""
+    async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
+        """May this file operation happen? (path is workspace-relative and already validated;
+        ``size_bytes``: the size of the patch it comes with, for the policy's size limit)"""
         ...
 
     async def url(self, url: str, *, call_id: str) -> Verdict:

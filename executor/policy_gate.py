@@ -62,9 +62,10 @@ class PolicyGate:
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
 
-    async def patch(self, path: str, kind: PatchKind, *, call_id: str) -> Verdict:
+    async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         return await self._decide("patch", f"{kind} {path}", call_id,
-                                  lambda: self.engine.patch(path, kind), path=path, operation=kind)
+                                  lambda: self.engine.patch(path, kind, size_bytes=size_bytes),
+                                  path=path, operation=kind, size_bytes=size_bytes)
 
     async def url(self, url: str, *, call_id: str) -> Verdict:
         return await self._decide("url", url, call_id, lambda: self.engine.url(url))

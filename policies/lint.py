@@ -16,14 +16,22 @@
   by a prompt/deny rule placed before the allow rule; the lint checks that one of the two holds;
 * ``writable-git`` — a patch may change ``.git`` (hooks and config there run code);
 * ``open-network`` — the shell network allow-list contains ``*``;
+* ``browser-network-separate`` — commands have no network, but the browser, governed by its own
+  ``[browser]`` rules, may open any site through an ``allow_domains = ["*"]`` this file did not
+  write (it came from a file it extends): say so in this file if that is what is meant;
+* ``address-without-port`` — a browser entry names a loopback or private address without a
+  port: the browser's requests are made from this machine, so that opens every service the
+  machine (or its network) runs there; name the port (``127.0.0.1:8080``);
 * ``timeout-above-max`` — the default shell timeout is above the maximum.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import asdict, dataclass
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
+from sandloop.matching import host_entry, ip_literal, is_loopback_name
 from sandloop.verdict import Decision
 
 __all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint"]
@@ -148,6 +156,31 @@ def _command_options(engine: PolicyEngine) -> list[Finding]:
     return findings
 
 
+def _browser(engine: PolicyEngine) -> list[Finding]:
+    findings: list[Finding] = []
+    policy, own = engine.policy, engine.loaded.layers[-1].data
+    if policy.shell.network == "none" and "*" in policy.browser.allow_domains \
+            and "allow_domains" not in own.get("browser", {}):
+        findings.append(Finding(
+            "browser-network-separate",
+            "commands have no network (shell.network = \"none\"), but the browser may open any site: "
+            "it is governed by [browser] on its own, and allow_domains = [\"*\"] comes from a file "
+            "this one extends; set [browser] allow_domains here to say what the browser may reach",
+            "browser.allow_domains", engine.loaded.where(("browser", "allow_domains"))))
+    for n, text in enumerate(policy.browser.allow_domains):
+        entry = host_entry(text)
+        address = ip_literal(entry.host) if not entry.wildcard else None
+        if entry.port is None and (address is not None or is_loopback_name(entry.host)) and \
+                (address is None or not ipaddress.ip_address(address).is_global):
+            findings.append(Finding(
+                "address-without-port",
+                f"browser.allow_domains entry {text!r} opens every port of a non-public address; the "
+                "browser's requests come from this machine, so that is every service it can reach "
+                f"there: name the port ({entry.host}:PORT)",
+                "browser.allow_domains", engine.loaded.where(("browser", "allow_domains", n))))
+    return findings
+
+
 def lint(engine: PolicyEngine) -> list[Finding]:
     findings: list[Finding] = []
     rules = engine.rules
@@ -182,6 +215,7 @@ def lint(engine: PolicyEngine) -> list[Finding]:
         findings.append(Finding(
             "open-network", "shell.network allows every domain; list the domains commands need",
             "shell.network", engine.loaded.where(("shell", "network"))))
+    findings.extend(_browser(engine))
     if shell.default_timeout_ms > shell.max_timeout_ms:
         findings.append(Finding(
             "timeout-above-max", f"shell.default_timeout_ms ({shell.default_timeout_ms}) is above "

@@ -204,14 +204,15 @@ def envelope_resources(text: str) -> list[ResourceKey]:
     return sorted({file_key(a or b) for a, b in _ENVELOPE_PATH.findall(text)})
 
 
-def gate_allow(gate: Gate | None, call_id: str) -> Allow:
-    """The patch transaction's per-file question, answered by the gate."""
+def gate_allow(gate: Gate | None, call_id: str, size_bytes: int) -> Allow:
+    """The patch transaction's per-file question, answered by the gate (which also holds the
+    patch's size against the policy's limit)."""
 
     async def allow(path: str, kind: PatchKind) -> Verdict:
         if gate is None:  # no policy, no writes: refusing is the only safe answer
             return Verdict(Decision.DENY, "file changes need a policy gate, and this run has none",
                            "files.no_gate")
-        return await gate.patch(path, kind, call_id=call_id)
+        return await gate.patch(path, kind, call_id=call_id, size_bytes=size_bytes)
 
     return allow
 
@@ -219,6 +220,10 @@ def gate_allow(gate: Gate | None, call_id: str) -> Allow:
 def append_note(output: Output, note: str) -> Output:
     text = str(output.get("output") or "")
     return {**output, "output": f"{text}\n{note}" if text else note}
+
+
+def _size(call: ResponseApplyPatchToolCall) -> int:
+    return len((getattr(call.operation, "diff", None) or "").encode("utf-8"))
 
 
 class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
@@ -248,7 +253,7 @@ class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
         tb = self.toolbox
         assert tb.session is not None  # unavailable() said so
         out = await handle_apply_patch_call(
-            call, tb.session, allow=gate_allow(tb.gate, call.call_id),
+            call, tb.session, allow=gate_allow(tb.gate, call.call_id, _size(call)),
             read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
         return dict(out)
 

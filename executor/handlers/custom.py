@@ -82,7 +82,7 @@ class CustomToolCallKind(ToolKind[ResponseCustomToolCall]):
         if self._is_patch(call.name):
             assert tb.session is not None  # unavailable() said so
             out = await handle_apply_patch_custom_call(
-                call, tb.session, allow=gate_allow(tb.gate, call.call_id),
+                call, tb.session, allow=gate_allow(tb.gate, call.call_id, len(call.input.encode("utf-8"))),
                 read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
             return dict(out)
         loaded = tb.catalog.loaded if tb.catalog is not None else None

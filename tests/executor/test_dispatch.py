@@ -53,7 +53,7 @@ class RecordingGate:
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._yes(command)
 
-    async def patch(self, path: str, kind: PatchKind, *, call_id: str) -> Verdict:
+    async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         return await self._yes(f"{kind} {path}")
 
     async def url(self, url: str, *, call_id: str) -> Verdict:

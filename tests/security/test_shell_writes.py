@@ -172,3 +172,34 @@ async def test_the_protected_file_is_untouched(line: str, guarded: tuple[DockerS
     (step,) = await run_steps([line], session, gate, call_id="call_w", timeout_ms=30_000, limits=session.limits)
     assert step.exit_code == EXIT_DENIED, (line, step)
     assert (ws / "setup.cfg").read_bytes() == before
+
+
+@pytest.mark.docker
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("tool", ["apply_patch", "custom"])
+async def test_a_patch_over_the_size_limit_is_refused(tool: str, guarded: tuple[DockerSession, PolicyGate, Path]
+                                                      ) -> None:
+    """``max_patch_bytes`` (1 MiB by default) holds for both patch tools, whatever the file."""
+    from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
+
+    from executor.handlers.apply_patch import ApplyPatchCallKind
+    from executor.handlers.custom import CustomToolCallKind
+    from executor.toolbox import Toolbox
+
+    session, gate, ws = guarded
+    await session.run("find /workspace -mindepth 1 -delete; mkdir -p notes", timeout_s=30)
+    body = "".join(f"+line {i} {'x' * 60}\n" for i in range(33_000))  # ≈ 2.1 MB
+    toolbox = Toolbox(gate=gate, session=session, patch_tool="custom" if tool == "custom" else "native")
+    if tool == "apply_patch":
+        call = ResponseApplyPatchToolCall.model_validate({
+            "type": "apply_patch_call", "id": "apc_1", "call_id": "call_big", "status": "completed",
+            "operation": {"type": "create_file", "path": "notes/big.txt", "diff": body}})
+        out = await ApplyPatchCallKind(toolbox).handle(call)
+        assert out["status"] == "failed"
+    else:
+        custom = ResponseCustomToolCall.model_validate({
+            "type": "custom_tool_call", "id": "ctc_1", "call_id": "call_big", "name": "apply_patch",
+            "input": f"*** Begin Patch\n*** Add File: notes/big.txt\n{body}*** End Patch\n"})
+        out = await CustomToolCallKind(toolbox).handle(custom)
+    assert "max_patch_bytes" in out["output"] and "denied by policy" in out["output"]
+    assert not (ws / "notes" / "big.txt").exists()
