@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 
-from unidiff import PatchSet, UnidiffParseError
+# Imported from the modules that define them: the package root does not re-export them
+# explicitly, which ``mypy --strict`` rejects.
 from unidiff.constants import DEV_NULL
+from unidiff.errors import UnidiffParseError
 from unidiff.patch import Hunk as UHunk
-from unidiff.patch import PatchedFile
+from unidiff.patch import PatchedFile, PatchSet
 
 from sandbox.patch import v4a
 from sandloop.errors import PatchParseError
