@@ -20,6 +20,9 @@ these are sandloop's rules, and every one of them has a fixture under tests/patc
   ends with a newline.
 * An envelope (``*** Begin Patch`` / ``*** Update File: <same path>`` … ``*** End Patch``)
   around the diff is tolerated; any other ``***`` line fails.
+* Marker lines (``*** Begin Patch``, ``*** Update File: …``, ``*** End of File`` …) are
+  recognized whatever whitespace surrounds them, here and in the envelope format: models indent
+  them. So a context line cannot hold a marker's text (`` *** End of File``); use ``-``/``+``.
 * Binary files (NUL bytes, or not UTF-8) are refused.
 
 Everything here is pure: bytes and text in, bytes out, exceptions from :mod:`sandloop.errors`.
@@ -44,6 +47,7 @@ __all__ = [
     "apply_hunks",
     "decode_text",
     "from_api",
+    "marker",
     "parse_create",
     "parse_create_lines",
     "parse_hunks",
@@ -59,6 +63,9 @@ ADD_FILE = "*** Add File: "
 DELETE_FILE = "*** Delete File: "
 UPDATE_FILE = "*** Update File: "
 MOVE_TO = "*** Move to: "
+
+_PATH_MARKERS = (ADD_FILE, DELETE_FILE, UPDATE_FILE, MOVE_TO)
+_BARE_MARKERS = (BEGIN_PATCH, END_PATCH, END_OF_FILE)
 
 _UNIFIED_HEADER = re.compile(r"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@")
 _BOM = "\ufeff"
@@ -117,6 +124,23 @@ def split_diff(diff: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def marker(line: str) -> tuple[str, str] | None:
+    """``(marker, path)`` when ``line`` is a marker line, ignoring the whitespace around it.
+
+    ``marker`` is one of the constants above (``ADD_FILE`` …, ``END_OF_FILE``); ``path`` is what
+    follows a file marker, stripped ("" for the others, or when the path is missing).
+    """
+    text = line.strip()
+    if not text.startswith("***"):
+        return None
+    if text in _BARE_MARKERS:
+        return text, ""
+    for prefix in _PATH_MARKERS:
+        if text.startswith(prefix) or text == prefix.rstrip():
+            return prefix, text[len(prefix) :].strip()
+    return None
 
 
 def _star_line_message(line: str, diff_line: int) -> str:
@@ -197,6 +221,7 @@ def parse_hunks(lines: Sequence[str], *, first_line: int = 1) -> tuple[Hunk, ...
     builder = _HunkBuilder()
     for index, line in enumerate(lines):
         n = first_line + index
+        mark = marker(line)
         if line.startswith("@@"):
             if _UNIFIED_HEADER.match(line):
                 raise PatchParseError(
@@ -210,12 +235,12 @@ def parse_hunks(lines: Sequence[str], *, first_line: int = 1) -> tuple[Hunk, ...
                     "'@@ <a line of the file>'"
                 )
             builder.anchor(line[3:], n)
-        elif line == END_OF_FILE:
+        elif mark is not None and mark[0] == END_OF_FILE:
             if not builder.body:
                 raise PatchParseError(f"diff line {n}: '*** End of File' must end a hunk's lines")
             builder.eof = True
-        elif line.startswith("***"):
-            raise PatchParseError(_star_line_message(line, n))
+        elif mark is not None or line.startswith("***"):
+            raise PatchParseError(_star_line_message(line.strip(), n))
         elif builder.eof:
             raise PatchParseError(
                 f"diff line {n}: only an '@@' line may follow '*** End of File'"
@@ -236,7 +261,7 @@ def parse_hunks(lines: Sequence[str], *, first_line: int = 1) -> tuple[Hunk, ...
 
 def _same_path(header_path: str, path: str) -> bool:
     try:
-        return paths.normalize(header_path.strip()) == paths.normalize(path)
+        return paths.normalize(header_path) == paths.normalize(path)
     except PathRefused:
         return False
 
@@ -246,27 +271,28 @@ def _unwrap_envelope(lines: list[str], path: str, header: str) -> tuple[list[str
     start = 0
     while start < len(lines) and not lines[start].strip():
         start += 1
-    if start == len(lines) or lines[start].strip() != BEGIN_PATCH:
+    if start == len(lines) or marker(lines[start]) != (BEGIN_PATCH, ""):
         return lines, 1
     end = len(lines) - 1
     while end > start and not lines[end].strip():
         end -= 1
-    if lines[end].strip() != END_PATCH:
+    if marker(lines[end]) != (END_PATCH, ""):
         raise PatchParseError(
             "the diff opens with '*** Begin Patch' but does not end with '*** End Patch'"
         )
     body = lines[start + 1 : end]
     first = start + 2
-    if not body or not body[0].startswith(header):
+    mark = marker(body[0]) if body else None
+    if mark is None or mark[0] != header:
         got = body[0] if body else "nothing"
         raise PatchParseError(
             f"diff line {first}: inside an envelope this operation expects "
             f"'{header}{path}', got {got!r}"
         )
-    named = body[0][len(header) :]
+    named = mark[1]
     if not _same_path(named, path):
         raise PatchParseError(
-            f"diff line {first}: the envelope names {named.strip()!r} but the operation's "
+            f"diff line {first}: the envelope names {named!r} but the operation's "
             f"path is {path!r}"
         )
     return body[1:], first + 1
