@@ -16,8 +16,9 @@ these are sandloop's rules, and every one of them has a fixture under tests/patc
 * Trailing bare blank lines of a hunk (models put them between hunks) are tried as context
   first and dropped when the file has no blank line there.
 * Updates keep the file's line endings (new lines take the file's first ending), its UTF-8
-  BOM and the presence or absence of its final newline. In ``create_file`` every ``+`` line
-  ends with a newline.
+  BOM and the presence or absence of its final newline: a V4A diff's own CRLF is transport,
+  not content, in both reference implementations. In ``create_file`` every ``+`` line ends
+  with a newline. (Unified diffs do spell endings out; see :mod:`sandbox.patch.unified`.)
 * An envelope (``*** Begin Patch`` / ``*** Update File: <same path>`` … ``*** End Patch``)
   around the diff is tolerated; any other ``***`` line fails.
 * Marker lines (``*** Begin Patch``, ``*** Update File: …``, ``*** End of File`` …) are
@@ -47,6 +48,7 @@ __all__ = [
     "apply_hunks",
     "decode_text",
     "from_api",
+    "lines_with_endings",
     "marker",
     "parse_create",
     "parse_create_lines",
@@ -84,6 +86,9 @@ class Hunk:
     optional_tail: int = 0
     # A unified diff's idea of where the old block starts (0-based); tried first when set.
     hint: int | None = None
+    # A unified diff's own ending of each line ("\n", "\r\n", "" before "\ No newline", None
+    # when the diff does not say); empty for V4A, whose new lines take the file's endings.
+    eols: tuple[str | None, ...] = ()
 
     @property
     def added(self) -> int:
@@ -116,6 +121,13 @@ class Applied:
 
 
 # --------------------------------------------------------------------------- parsing
+
+
+def lines_with_endings(text: str) -> list[str]:
+    """``text`` split after each LF, endings kept. Unlike ``str.splitlines`` a CR alone (or a
+    form feed, U+2028 …) stays inside its line, as it does for git and for the files here."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def split_diff(diff: str) -> list[str]:
@@ -591,6 +603,25 @@ def _locate(
     raise ContextNotFound(_miss_message(path, hunk, total, m, old, cursor))
 
 
+def _own_endings(
+    hunk: Hunk, lines: Sequence[tuple[LineKind, str]], text: _Text, start: int
+) -> tuple[str | None, ...]:
+    """The diff's own line endings for the hunk located at ``start``, or () to use the file's.
+
+    A unified diff's endings are kept (``git apply`` writes added lines byte for byte) as long
+    as its old lines spell the same endings as the file has there: a diff that disagrees
+    (an LF diff on a CRLF file, which git would refuse) evidently lost them in transport.
+    """
+    j = start
+    # ``lines`` may lack the hunk's optional tail; V4A hunks have no endings at all.
+    for (kind, _), eol in zip(lines, hunk.eols, strict=False):
+        if kind != "+":
+            if eol is not None and eol != text.endings[j]:
+                return ()
+            j += 1
+    return hunk.eols
+
+
 def apply_hunks(
     data: bytes, hunks: Sequence[Hunk], path: str, *, final_newline: bool | None = None
 ) -> Applied:
@@ -608,8 +639,9 @@ def apply_hunks(
     for hunk in hunks:
         start, lines = _locate(path, hunk, len(hunks), m, cursor)
         copy(cursor, start)
+        own = _own_endings(hunk, lines, text, start)
         j = start
-        for kind, content in lines:
+        for k, (kind, content) in enumerate(lines):
             if kind == " ":
                 out.append((text.lines[j], text.endings[j] or None))  # the file's bytes
                 j += 1
@@ -617,7 +649,7 @@ def apply_hunks(
                 j += 1
                 removed += 1
             else:
-                out.append((content, None))
+                out.append((content, (own[k] or None) if own else None))
                 added += 1
         cursor = j
     copy(cursor, len(text.lines))
