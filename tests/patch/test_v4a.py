@@ -54,13 +54,98 @@ def test_unknown_operation_type() -> None:
         v4a.from_api("move_file", "a", "")
 
 
-def test_anchor_before_cursor_is_explained() -> None:
-    text = "def main():\n    a = 1\n    b = 2\n"
+MAIN = "def main():\n    a = 1\n    b = 2\n    c = 3\n"
+
+
+def test_a_repeated_anchor_stays_in_the_block_it_located() -> None:
+    # Each hunk names its function again; the second one is already inside it.
+    diff = "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    b = 2\n+    b = 20\n"
+    assert apply(MAIN, diff) == "def main():\n    a = 10\n    b = 20\n    c = 3\n"
+    three = diff + "@@ def main():\n     b = 2\n-    c = 3\n+    c = 30\n"
+    with pytest.raises(ContextNotFound):  # b = 2 was consumed by hunk 2: not found again
+        apply(MAIN, three)
+    three = diff + "@@ def main():\n-    c = 3\n+    c = 30\n"
+    assert apply(MAIN, three) == "def main():\n    a = 10\n    b = 20\n    c = 30\n"
+
+
+CLASSES = (
+    "class A:\n    def f(self):\n        x = 1\n        y = 2\n    def g(self):\n        z = 3\n"
+    "class B:\n    def f(self):\n        x = 1\n        w = 4\n"
+)
+
+
+def test_repeated_stacks_and_enclosing_anchors() -> None:
+    stacked = "@@ class A:\n@@     def f(self):\n-        x = 1\n+        x = 10\n"
+    # The whole stack again.
+    again = stacked + "@@ class A:\n@@     def f(self):\n-        y = 2\n+        y = 20\n"
+    assert apply(CLASSES, again) == CLASSES.replace("x = 1\n        y = 2", "x = 10\n        y = 20")
+    # The class again, then a method further down: the passed anchor keeps the cursor.
+    onward = stacked + "@@ class A:\n@@     def g(self):\n-        z = 3\n+        z = 30\n"
+    assert apply(CLASSES, onward) == CLASSES.replace("x = 1\n        y", "x = 10\n        y").replace(
+        "z = 3", "z = 30"
+    )
+
+
+def test_an_anchor_on_a_line_the_previous_hunk_consumed() -> None:
+    diff = "@@\n def main():\n-    a = 1\n+    a = 10\n@@     a = 1\n-    c = 3\n+    c = 30\n"
+    assert apply(MAIN, diff) == "def main():\n    a = 10\n    b = 2\n    c = 30\n"
+
+
+def test_a_repeated_anchor_whose_lines_occur_twice_after_the_cursor_is_refused() -> None:
+    text = "def main():\n    a = 1\n    x = 0\n    x = 0\n"
+    diff = "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    x = 0\n+    x = 9\n"
     with pytest.raises(ContextNotFound) as info:
-        apply(text, "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    b = 2\n+    b = 20\n")
+        apply(text, diff)
     msg = str(info.value)
-    assert "hunk 2 of 2 (diff line 4): the anchor '@@ def main():' was not found at or after line 3" in msg
-    assert "It occurs at line 1, before where this hunk may start" in msg
+    assert "hunk 2 of 2 (diff line 4)" in msg
+    assert "'@@ def main():' (line 1) was already passed" in msg
+    assert "occur more than once at or after line 3: at lines 3 and 4" in msg
+
+
+def test_a_repeated_anchor_that_also_occurs_further_down() -> None:
+    first = "@@ class A:\n@@     def f(self):\n-        x = 1\n+        x = 10\n"
+    # y = 2 is only in A.f: the hunk stays in the block it is in.
+    stay = first + "@@     def f(self):\n-        y = 2\n+        y = 20\n"
+    assert apply(CLASSES, stay) == CLASSES.replace("x = 1\n        y = 2", "x = 10\n        y = 20")
+    # w = 4 is only in B.f: the anchor's next occurrence is the one meant.
+    onward = first + "@@     def f(self):\n-        w = 4\n+        w = 40\n"
+    assert apply(CLASSES, onward) == CLASSES.replace("x = 1\n        y", "x = 10\n        y").replace(
+        "w = 4", "w = 40"
+    )
+    # A block that occurs in both: which f is meant cannot be told.
+    both = "@@     def f(self):\n-        y = 2\n+        y = 20\n"
+    text = CLASSES.replace("w = 4", "y = 2")
+    with pytest.raises(ContextNotFound) as info:
+        apply(text, first + both)
+    msg = str(info.value)
+    assert "'@@     def f(self):' was already passed (line 2) and occurs again at line 8" in msg
+    assert "lines 4 and 10" in msg
+
+
+def test_an_anchor_further_back_than_the_previous_hunks_block_is_refused() -> None:
+    text = "def f():\n    a = 1\ndef g():\n    a = 1\n    b = 2\n"
+    diff = "@@ def g():\n-    a = 1\n+    a = 10\n@@ def f():\n-    b = 2\n+    b = 20\n"
+    with pytest.raises(ContextNotFound) as info:
+        apply(text, diff)
+    msg = str(info.value)
+    assert "the anchor '@@ def f():' was not found at or after line 5" in msg
+    assert "It occurs at line 1, above line 3 where an earlier hunk's '@@' lines led" in msg
+
+
+def test_pure_insertion_after_a_repeated_anchor() -> None:
+    ins = "@@ def main():\n+    first = 0\n@@ def main():\n+    second = 0\n"
+    assert apply(MAIN, ins) == "def main():\n    first = 0\n    second = 0\n    a = 1\n    b = 2\n    c = 3\n"
+    later = "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n+    second = 0\n"
+    with pytest.raises(ContextNotFound, match="only '\\+' lines goes right after its '@@' line"):
+        apply(MAIN, later)
+
+
+def test_a_stacked_anchor_must_come_after_the_one_above_it() -> None:
+    diff = "@@ def main():\n-    a = 1\n+    a = 10\n@@ c = 3\n@@ def main():\n-    b = 2\n+    b = 20\n"
+    with pytest.raises(ContextNotFound) as info:
+        apply(MAIN, diff)
+    assert "'@@ def main():' was not found at or after line 5" in str(info.value)
+    assert "It occurs at line 1, above the '@@' line before it" in str(info.value)
 
 
 def test_exact_match_later_beats_fuzzy_match_earlier() -> None:
