@@ -42,12 +42,11 @@ Everything here is pure: bytes and text in, bytes out, exceptions from :mod:`san
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from sandbox.patch import paths
 from sandloop.errors import BinaryFile, ContextNotFound, PatchParseError, PathRefused
@@ -156,6 +155,8 @@ def marker(line: str) -> tuple[str, str] | None:
     ``marker`` is one of the constants above (``ADD_FILE`` …, ``END_OF_FILE``); ``path`` is what
     follows a file marker, stripped ("" for the others, or when the path is missing).
     """
+    if "***" not in line:  # the common case, without copying the line
+        return None
     text = line.strip()
     if not text.startswith("***"):
         return None
@@ -469,16 +470,24 @@ class _Matcher:
         return False
 
     def _matches(
-        self, pattern: Sequence[str], start: int, stop: int | None, tier: int
-    ) -> Iterator[int]:
-        """Every position in [start, stop) where the block matches in one tier, in order."""
+        self, pattern: Sequence[str], start: int, stop: int | None, tier: int, limit: int
+    ) -> list[int]:
+        """Up to ``limit`` positions in [start, stop) where the block matches in one tier."""
         m = len(pattern)
         last = len(self.lines) - m if stop is None else min(len(self.lines) - m, stop - 1)
         hay = self.view(tier)
         pat = [_TIERS[tier](p) for p in pattern]
-        for i in self._starts(tier, pat[0], start, last):
+        found: list[int] = []
+        i = start
+        while i <= last and len(found) < limit:
+            try:
+                i = hay.index(pat[0], i, last + 1)
+            except ValueError:
+                break
             if m == 1 or hay[i : i + m] == pat:
-                yield i
+                found.append(i)
+            i += 1
+        return found
 
     def seek(
         self, pattern: Sequence[str], start: int, *, eof: bool = False, stop: int | None = None
@@ -490,18 +499,15 @@ class _Matcher:
         if eof:
             pos = n - m
             return pos if pos >= start and self.at(pattern, pos) else None
-        for tier in range(len(_TIERS)):
-            found = next(self._matches(pattern, start, stop, tier), None)
-            if found is not None:
-                return found
-        return None
+        found = self.find(pattern, start, 1, stop)
+        return found[0] if found else None
 
     def find(
         self, pattern: Sequence[str], start: int, limit: int, stop: int | None = None
     ) -> list[int]:
         """Up to ``limit`` matches starting in [start, stop), all in the best tier that has one."""
         for tier in range(len(_TIERS)):
-            found = list(itertools.islice(self._matches(pattern, start, stop, tier), limit))
+            found = self._matches(pattern, start, stop, tier, limit)
             if found:
                 return found
         return []
@@ -649,8 +655,7 @@ _TELL_APART = "Add context lines (or an '@@' line) that occur only where the cha
 # --------------------------------------------------------------------------- applying
 
 
-@dataclass(frozen=True)
-class _Reading:
+class _Reading(NamedTuple):  # (a tuple: one is made for every hunk, and cheaply)
     """One reading of a hunk's ``@@`` lines: where they leave the cursor, and how."""
 
     cursor: int  # the hunk's old block is searched from here
