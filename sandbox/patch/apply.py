@@ -179,8 +179,8 @@ def _preview(ws: _Workspace, changes: Sequence[FileChange]) -> str:
             continue
         out.extend(
             difflib.unified_diff(
-                old.splitlines(keepends=True),
-                new.splitlines(keepends=True),
+                v4a.lines_with_endings(old),
+                v4a.lines_with_endings(new),
                 f"a/{change.path}" if change.path in ws.original else "/dev/null",
                 f"b/{change.path}" if change.content is not None else "/dev/null",
             )

@@ -51,6 +51,20 @@ def _api_operation(text: str) -> v4a.FileOp:
     return v4a.from_api(op.type, op.path, getattr(op, "diff", None))
 
 
+def _read(source: str) -> str:
+    """A patch or operation file (``-``: standard input) as text, its newlines untranslated.
+
+    Text mode would turn CRLF and lone CRs into LF, and with them the line endings a unified
+    diff spells out; a UTF-8 BOM is dropped (it is never part of a patch).
+    """
+    data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        name = "standard input" if source == "-" else source
+        raise PatchParseError(f"{name} is not valid UTF-8 (byte {exc.start})") from None
+
+
 def _patch_operations(text: str, fmt: str) -> list[v4a.FileOp]:
     if fmt == "auto":
         fmt = "unified" if not envelope.looks_like_envelope(text) and \
@@ -62,11 +76,9 @@ async def _apply(args: argparse.Namespace) -> str:
     from sandbox.local import LocalSession  # the host back-end, only needed when running
 
     if args.op is not None:
-        ops = [_api_operation(Path(args.op).read_text(encoding="utf-8"))]
+        ops = [_api_operation(_read(args.op))]
     else:
-        source = args.patchfile
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-        ops = _patch_operations(text, args.format)
+        ops = _patch_operations(_read(args.patchfile), args.format)
     session = await LocalSession.create(Path(args.root))
     async with session:
         result = await apply_operations(

@@ -151,3 +151,51 @@ async def test_created_then_deleted_in_one_patch_commits_nothing() -> None:
             allow=allow_all,
         )
     assert session.files == {"keep.txt": b"k\n"}
+
+
+MOVE_INTO_SECRET = """*** Begin Patch
+*** Update File: a.txt
+*** Move to: {dest}
+@@
+-a
++moved
+*** End Patch
+"""
+
+
+@pytest.mark.parametrize(
+    ("dest", "shown"),
+    [
+        ("secret/a.txt", "secret/a.txt"),  # would replace the protected file
+        ("secret/new/b.txt", "secret/new/b.txt"),  # would create one under the protected tree
+        ("./secret//a.txt", "secret/a.txt"),  # normalized before the glob is matched
+        ("SECRET/a.txt", "SECRET/a.txt"),  # globs fold case, as case-insensitive disks do
+    ],
+)
+async def test_move_destination_under_a_read_only_glob_is_refused(
+    tmp_path: Path, dest: str, shown: str
+) -> None:
+    _workspace(tmp_path, {"a.txt": "a\n", "secret/a.txt": "top secret\n"})
+    before = tree(tmp_path)
+    asked: list[str] = []
+
+    async def record(path: str, kind: PatchKind) -> Verdict:
+        asked.append(path)
+        return Verdict(Decision.ALLOW, "ok")
+
+    async with await LocalSession.create(tmp_path) as session:
+        with pytest.raises(PathRefused) as info:
+            await apply_operations(
+                session,
+                envelope.parse(MOVE_INTO_SECRET.format(dest=dest)),
+                allow=record,
+                read_only_globs=("secret/**",),
+            )
+    message = str(info.value)
+    assert f"'{shown}': the path is read-only (matches 'secret/**')" in message, message
+    assert "No file was changed." in message
+    assert asked == []  # refused before the policy is asked, and before anything is read
+    assert tree(tmp_path) == before  # the source is unchanged and nothing landed in secret/
+    assert (tmp_path / "a.txt").read_bytes() == b"a\n"
+    assert (tmp_path / "secret/a.txt").read_bytes() == b"top secret\n"
+    assert not (tmp_path / "secret/new").exists()

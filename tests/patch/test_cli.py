@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,40 @@ def test_stdin_through_a_real_process(tmp_path: Path) -> None:
     )
     assert bad.returncode == 1
     assert "first line of the patch must be '*** Begin Patch'" in bad.stderr
+
+
+CRLF_UNIFIED = b"--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-a\n-b\n+a\r\n+b\r\n"
+
+
+def test_patch_file_is_read_as_bytes(tmp_path: Path) -> None:
+    # Text mode would turn the diff's CRLF into LF and the conversion into a silent no-op.
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"a\nb\n")
+    (tmp_path / "d.diff").write_bytes(CRLF_UNIFIED)
+    assert cli.main(["--root", str(root), str(tmp_path / "d.diff")]) == 0
+    assert (root / "a.txt").read_bytes() == b"a\r\nb\r\n"
+    # A lone CR is part of a line, not a line break.
+    (tmp_path / "p.patch").write_bytes(b"*** Begin Patch\n*** Add File: cr.txt\n+x\ry\n*** End Patch\n")
+    assert cli.main(["--root", str(root), str(tmp_path / "p.patch")]) == 0
+    assert (root / "cr.txt").read_bytes() == b"x\ry\n"
+
+
+def test_stdin_is_read_as_bytes(tmp_path: Path) -> None:
+    # Whatever the locale says stdin holds, a patch is UTF-8 with its newlines as they are.
+    (tmp_path / "a.txt").write_bytes(b"a\nb\n")
+    diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-a\n-b\n+a\r\n+\u00e9\r\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox.patch.cli", "--root", str(tmp_path), "-"],
+        input=diff.encode("utf-8"), capture_output=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONIOENCODING": "latin-1:replace"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "a.txt").read_bytes() == "a\r\n\u00e9\r\n".encode()
+
+
+def test_a_patch_that_is_not_utf8_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "p.patch").write_bytes(b"*** Begin Patch\n*** Add File: a\n+\xff\n*** End Patch\n")
+    assert cli.main(["--root", str(tmp_path), str(tmp_path / "p.patch")]) == 1
+    assert "is not valid UTF-8 (byte 33)" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()

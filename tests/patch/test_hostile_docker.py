@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
-from openai.types.responses import ResponseApplyPatchToolCall
+from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
 
-from executor.handlers.apply_patch import handle_apply_patch_call
+from executor.handlers.apply_patch import handle_apply_patch_call, handle_apply_patch_custom_call
 from sandbox.docker import DockerSession
 from tests.patch.conftest import allow_all, tree
 
@@ -77,3 +78,37 @@ async def test_symlink_planted_by_a_shell_command_cannot_lead_outside(
         etc_after = (await session.run("ls -la /etc; cat /etc/hostname")).stdout.text
     assert etc_after == etc_before
     assert tree(user_workspace) == before
+
+
+async def test_move_into_a_read_only_glob_is_refused_and_writes_nothing(
+    docker_client: docker.DockerClient, user_workspace: Path
+) -> None:
+    (user_workspace / "a.txt").write_text("a\n")
+    (user_workspace / "secret").mkdir()
+    (user_workspace / "secret" / "a.txt").write_text("top secret\n")
+    for p in [user_workspace / "a.txt", *user_workspace.glob("secret/**/*"), user_workspace / "secret"]:
+        os.chown(p, 1000, 1000)  # writable by the sandbox user: only the check stands in the way
+    before = tree(user_workspace)
+    texts: list[str] = []
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        for n, dest in enumerate(["secret/a.txt", "secret/new/b.txt", "./secret//a.txt"]):
+            patch = (
+                f"*** Begin Patch\n*** Update File: a.txt\n*** Move to: {dest}\n"
+                "@@\n-a\n+moved\n*** End Patch\n"
+            )
+            item = ResponseCustomToolCall.model_validate(
+                {"type": "custom_tool_call", "call_id": f"call_mv{n}", "name": "apply_patch",
+                 "input": patch}
+            )
+            out = await handle_apply_patch_custom_call(
+                item, session, allow=allow_all, read_only_globs=("secret/**",)
+            )
+            texts.append(str(out["output"]))
+        # What the container sees, not only what the host copy says.
+        seen = await session.run("cat a.txt secret/a.txt; test ! -e secret/new && echo clean")
+    assert seen.stdout.text == "a\ntop secret\nclean\n", texts
+    assert tree(user_workspace) == before
+    for text in texts:
+        assert text.startswith("path refused: update_file a.txt: "), text
+        assert "the path is read-only (matches 'secret/**')" in text, text
+        assert "No file was changed." in text

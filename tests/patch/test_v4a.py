@@ -37,6 +37,12 @@ def test_hunks_keep_their_numbers_lines_and_anchors() -> None:
         ("@@\n-a\n*** Something\n", "the only '***' line allowed"),
         ("*** Begin Patch\n*** Update File: f\n@@\n-a\n", "does not end with '*** End Patch'"),
         ("*** Begin Patch\n*** Add File: f\n+a\n*** End Patch\n", "expects '*** Update File: f'"),
+        # Padded markers fail like plain ones.
+        ("@@\n-a\n  *** Add File: b\n", "exactly one file"),
+        ("@@\n-a\n\t*** Update File: b\n", "exactly one file"),
+        ("@@\n-a\n *** Move to: b\n", "'*** Move to:' is not supported here"),
+        ("@@\n-a\n  *** Begin Patch\n", "may only open/close an envelope"),
+        ("  *** End of File\n", "must end a hunk's lines"),
     ],
 )
 def test_parse_errors(diff: str, message: str) -> None:
@@ -54,13 +60,102 @@ def test_unknown_operation_type() -> None:
         v4a.from_api("move_file", "a", "")
 
 
-def test_anchor_before_cursor_is_explained() -> None:
-    text = "def main():\n    a = 1\n    b = 2\n"
+MAIN = "def main():\n    a = 1\n    b = 2\n    c = 3\n"
+
+
+def test_a_repeated_anchor_stays_in_the_block_it_located() -> None:
+    # Each hunk names its function again; the second one is already inside it.
+    diff = "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    b = 2\n+    b = 20\n"
+    assert apply(MAIN, diff) == "def main():\n    a = 10\n    b = 20\n    c = 3\n"
+    three = diff + "@@ def main():\n     b = 2\n-    c = 3\n+    c = 30\n"
+    with pytest.raises(ContextNotFound):  # b = 2 was consumed by hunk 2: not found again
+        apply(MAIN, three)
+    three = diff + "@@ def main():\n-    c = 3\n+    c = 30\n"
+    assert apply(MAIN, three) == "def main():\n    a = 10\n    b = 20\n    c = 30\n"
+
+
+CLASSES = (
+    "class A:\n    def f(self):\n        x = 1\n        y = 2\n    def g(self):\n        z = 3\n"
+    "class B:\n    def f(self):\n        x = 1\n        w = 4\n"
+)
+
+
+IN_A_F = "@@ class A:\n@@     def f(self):\n-        x = 1\n+        x = 10\n"
+
+
+@pytest.mark.parametrize(
+    ("second", "old", "new"),
+    [
+        # The whole stack again.
+        ("@@ class A:\n@@     def f(self):\n-        y = 2\n+        y = 20\n", "y = 2", "y = 20"),
+        # The class again, then a method further down: the passed anchor keeps the cursor.
+        ("@@ class A:\n@@     def g(self):\n-        z = 3\n+        z = 30\n", "z = 3", "z = 30"),
+        # The method again while B.f follows: y = 2 is only in A.f, so the hunk stays there.
+        ("@@     def f(self):\n-        y = 2\n+        y = 20\n", "y = 2", "y = 20"),
+        # w = 4 is only in B.f: the anchor's next occurrence is the one meant.
+        ("@@     def f(self):\n-        w = 4\n+        w = 40\n", "w = 4", "w = 40"),
+    ],
+)
+def test_a_second_hunk_after_one_in_a_method(second: str, old: str, new: str) -> None:
+    expected = CLASSES.replace("x = 1", "x = 10", 1).replace(old, new, 1)
+    assert apply(CLASSES, IN_A_F + second) == expected
+
+
+def test_an_anchor_on_a_line_the_previous_hunk_consumed() -> None:
+    diff = "@@\n def main():\n-    a = 1\n+    a = 10\n@@     a = 1\n-    c = 3\n+    c = 30\n"
+    assert apply(MAIN, diff) == "def main():\n    a = 10\n    b = 2\n    c = 30\n"
+
+
+def test_pure_insertion_after_a_repeated_anchor() -> None:
+    ins = "@@ def main():\n+    first = 0\n@@ def main():\n+    second = 0\n"
+    assert apply(MAIN, ins) == "def main():\n    first = 0\n    second = 0\n    a = 1\n    b = 2\n    c = 3\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "diff", "needles"),
+    [
+        pytest.param(
+            "def main():\n    a = 1\n    x = 0\n    x = 0\n",
+            "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    x = 0\n+    x = 9\n",
+            ["hunk 2 of 2 (diff line 4)", "'@@ def main():' (line 1) was already passed",
+             "occur more than once at or after line 3: at lines 3 and 4"],
+            id="passed anchor, lines twice after the cursor",
+        ),
+        pytest.param(
+            CLASSES.replace("w = 4", "y = 2"),
+            IN_A_F + "@@     def f(self):\n-        y = 2\n+        y = 20\n",
+            ["'@@     def f(self):' was already passed (line 2) and occurs again at line 8",
+             "lines 4 and 10"],
+            id="passed anchor also further down, lines in both blocks",
+        ),
+        pytest.param(
+            "def f():\n    a = 1\ndef g():\n    a = 1\n    b = 2\n",
+            "@@ def g():\n-    a = 1\n+    a = 10\n@@ def f():\n-    b = 2\n+    b = 20\n",
+            ["the anchor '@@ def f():' was not found at or after line 5",
+             "It occurs at line 1, above line 3 where an earlier hunk's '@@' lines led"],
+            id="going back above an earlier hunk's anchor",
+        ),
+        pytest.param(
+            MAIN,
+            "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n+    second = 0\n",
+            ["a hunk of only '+' lines goes right after its '@@' line",
+             "'@@ def main():' (line 1) was already passed"],
+            id="pure insertion not right after a passed anchor",
+        ),
+        pytest.param(
+            MAIN,
+            "@@ def main():\n-    a = 1\n+    a = 10\n@@ c = 3\n@@ def main():\n-    b = 2\n+    b = 20\n",
+            ["'@@ def main():' was not found at or after line 5",
+             "It occurs at line 1, above the '@@' line before it"],
+            id="stacked anchor above the one before it",
+        ),
+    ],
+)
+def test_anchor_refusals_say_why(text: str, diff: str, needles: list[str]) -> None:
     with pytest.raises(ContextNotFound) as info:
-        apply(text, "@@ def main():\n-    a = 1\n+    a = 10\n@@ def main():\n-    b = 2\n+    b = 20\n")
-    msg = str(info.value)
-    assert "hunk 2 of 2 (diff line 4): the anchor '@@ def main():' was not found at or after line 3" in msg
-    assert "It occurs at line 1, before where this hunk may start" in msg
+        apply(text, diff)
+    for needle in needles:
+        assert needle in str(info.value)
 
 
 def test_exact_match_later_beats_fuzzy_match_earlier() -> None:
