@@ -7,7 +7,9 @@ tree (tracked and untracked-but-not-ignored files, as they are in the working tr
 scratch directory, runs every selection once unmutated (a red baseline would make "caught"
 meaningless), then applies the mutants one at a time, runs their selection, and reports:
 
-  caught   the selection failed (the first failing test is named)
+  caught   the selection failed, and its first failing test passes on the unmutated tree
+           (the test is named)
+  flaky?   the selection failed, but so does that test without the mutant: no verdict
   MISSED   the selection passed with the defect in place: a hole in the suite
   stale    a snippet is no longer in its file (the code moved or changed): update the mutant
   hung     the selection did not finish within --timeout (noticed, but not by a failure)
@@ -27,8 +29,8 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -92,11 +94,9 @@ MUTANTS: tuple[Mutant, ...] = (
                  "decision = shell.default if shell.default is not Decision.ALLOW else Decision.PROMPT",
                  "decision = shell.default"),),
            ("tests/policies",)),
-    Mutant("policy-allow-rule-decides-unknown-words", "an allow rule cannot vouch for words that "
-           "are unknown until run",
-           (edit("policies/engine.py",
-                 "outcomes = [v for v in outcomes if v.decision is not Decision.ALLOW] + [fallback]",
-                 "outcomes = [*outcomes, fallback]"),),
+    Mutant("policy-shell-c-string-not-parsed", "the commands inside a literal `bash -c '…'` are "
+           "decided, not just `bash`",
+           (edit("policies/shell_parse.py", "return _parse(script, depth + 1)", "return [cmd]"),),
            ("tests/policies",)),
     Mutant("policy-least-strict-command-wins", "a command line gets its strictest command's verdict",
            (edit("policies/engine.py", "worst = max(decided, key=lambda pair: pair[1].decision.strictness)[1]",
@@ -265,36 +265,65 @@ class Outcome:
 class PytestRun:
     code: int | None  # None: it did not finish in time
     seconds: float
-    first_failure: str
+    first_failure: str  # the node id
+    why: str  # pytest's one-line reason for it
     last_line: str
 
 
-_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)")
+#: A pytest plugin (written beside the scratch tree) that records each failing test's exact node
+#: id and one-line reason: the terminal summary cannot be split reliably (ids may hold " - ").
+PLUGIN = '''
+import json, os
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        line = str(report.longrepr).strip().splitlines()[-1:] if report.longrepr else []
+        with open(os.environ["MUTANT_FAILURES"], "a") as fh:
+            fh.write(json.dumps([report.nodeid, line[0] if line else ""]) + "\\n")
+'''
 
 
 def run_pytest(tree: Path, selection: Sequence[str], timeout: float, *, stop_first: bool = True) -> PytestRun:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=no",
-               *(["-x"] if stop_first else []), *selection]
+    failures = tree.parent / "failures.jsonl"
+    failures.unlink(missing_ok=True)
+    (tree.parent / "mutant_plugin.py").write_text(PLUGIN)
+    env = _env(tree)
+    env["PYTHONPATH"] += os.pathsep + str(tree.parent)
+    env["MUTANT_FAILURES"] = str(failures)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_plugin",
+               "--tb=line", *(["-x"] if stop_first else []), *selection]
     start = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=tree, env=_env(tree), capture_output=True, text=True,
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return PytestRun(None, time.monotonic() - start, "", f"no result after {timeout:.0f} s")
+        return PytestRun(None, time.monotonic() - start, "", "", f"no result after {timeout:.0f} s")
     lines = done.stdout.splitlines()
-    first = next((m.group(2) for m in map(_SUMMARY.match, lines) if m), "")
     last = lines[-1] if lines else done.stderr.strip()[-200:]
-    return PytestRun(done.returncode, time.monotonic() - start, first, last)
+    first: list[str] = ["", ""]
+    if failures.exists():
+        first = json.loads(failures.read_text().splitlines()[0])
+    return PytestRun(done.returncode, time.monotonic() - start, first[0], first[1], last)
 
 
-def judge(run: PytestRun) -> Outcome:
-    """A mutant's outcome from the run of its selection."""
+def judge(tree: Path, mutant: Mutant, timeout: float) -> Outcome:
+    """Run the mutant's selection with the mutant in place, and judge the outcome. A failure
+    counts once the failing test passes again without the mutant: on a shared machine a flaky
+    test must not pass for a caught mutant."""
+    with applied(tree, mutant):
+        run = run_pytest(tree, mutant.tests, timeout)
     if run.code is None:
         return Outcome("hung", run.seconds, run.last_line)
     if run.code == 0:
         return Outcome("MISSED", run.seconds, run.last_line)
     if run.code == 1:
-        return Outcome("caught", run.seconds, run.first_failure or run.last_line)
+        detail = f"{run.first_failure} — {run.why[:120]}" if run.why else run.first_failure or run.last_line
+        if run.first_failure:
+            again = run_pytest(tree, [run.first_failure], timeout)
+            if again.code != 0:
+                return Outcome("flaky?", run.seconds, f"{run.first_failure} fails unmutated too "
+                               f"({again.why[:80] or again.last_line})")
+        return Outcome("caught", run.seconds, detail)
     if run.code == 5:
         return Outcome("stale", run.seconds, "the selection collects no tests")
     return Outcome("error", run.seconds, f"pytest exit {run.code}: {run.last_line}")
@@ -355,8 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results: list[tuple[Mutant, Outcome]] = []
         for m in mutants:
             try:
-                with applied(tree, m):
-                    outcome = judge(run_pytest(tree, m.tests, args.timeout))
+                outcome = judge(tree, m, args.timeout)
             except Stale as exc:
                 outcome = Outcome("stale", 0.0, str(exc))
             except SyntaxError as exc:
