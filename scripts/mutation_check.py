@@ -267,7 +267,7 @@ class PytestRun:
     seconds: float
     first_failure: str  # the node id
     why: str  # pytest's one-line reason for it
-    last_line: str
+    last_line: str  # pytest's summary line, or what tests/conftest.py said about leaks
 
 
 #: A pytest plugin (written beside the scratch tree) that records each failing test's exact node
@@ -277,9 +277,10 @@ import json, os
 
 def pytest_runtest_logreport(report):
     if report.failed:
-        line = str(report.longrepr).strip().splitlines()[-1:] if report.longrepr else []
+        lines = report.longreprtext.splitlines()
+        why = next((x[1:].strip() for x in lines if x.startswith("E ")), lines[-1] if lines else "")
         with open(os.environ["MUTANT_FAILURES"], "a") as fh:
-            fh.write(json.dumps([report.nodeid, line[0] if line else ""]) + "\\n")
+            fh.write(json.dumps([report.nodeid, why]) + "\\n")
 '''
 
 
@@ -300,6 +301,7 @@ def run_pytest(tree: Path, selection: Sequence[str], timeout: float, *, stop_fir
         return PytestRun(None, time.monotonic() - start, "", "", f"no result after {timeout:.0f} s")
     lines = done.stdout.splitlines()
     last = lines[-1] if lines else done.stderr.strip()[-200:]
+    last = next((line for line in lines if line.startswith("LEAK:")), last)  # the session check
     first: list[str] = ["", ""]
     if failures.exists():
         first = json.loads(failures.read_text().splitlines()[0])
