@@ -275,6 +275,9 @@ class PytestRun:
 PLUGIN = '''
 import json, os
 
+def pytest_collectreport(report):
+    pytest_runtest_logreport(report)
+
 def pytest_runtest_logreport(report):
     if report.failed:
         lines = report.longreprtext.splitlines()
