@@ -17,8 +17,8 @@ meaningless), then applies the mutants one at a time, runs their selection, and 
 
 A snippet must occur exactly ``count`` times in the first candidate file that holds it, or the
 mutant is stale: a mutant that silently applies nowhere would pass as "MISSED" or, worse, as a
-clean run. Candidates let a mutant follow a file being moved (``sandbox/runner.py`` is becoming
-``sandbox/helper/main.py``).
+clean run. Candidate files let a mutant follow a file being moved (``sandbox/runner.py`` is
+becoming ``sandbox/helper/main.py``); alternative forms let it follow a known refactor.
 
 Not run in CI (it takes tens of minutes). Run it from the repository root with the project's
 venv:  .venv/bin/python scripts/mutation_check.py [--list] [--only NAME ...] [--keep]
@@ -48,8 +48,8 @@ RUNNER = ("sandbox/runner.py", "sandbox/helper/main.py")  # the helper, before a
 @dataclass(frozen=True)
 class Edit:
     files: tuple[str, ...]  # candidate paths, first match wins (a file being moved)
-    original: str
-    replacement: str
+    #: (original, replacement) forms, today's first; later ones follow a known refactor
+    forms: tuple[tuple[str, str], ...]
     count: int = 1  # how many times ``original`` must occur; all of them are replaced
 
 
@@ -61,8 +61,11 @@ class Mutant:
     tests: tuple[str, ...]  # the pytest selection that should notice
 
 
-def edit(files: str | tuple[str, ...], original: str, replacement: str, count: int = 1) -> Edit:
-    return Edit((files,) if isinstance(files, str) else files, original, replacement, count)
+def edit(files: str | tuple[str, ...], original: str, replacement: str, count: int = 1, *,
+         or_: Sequence[tuple[str, str]] = ()) -> Edit:
+    """One edit: ``original`` → ``replacement`` in the first of ``files`` that holds it exactly
+    ``count`` times, or else the first of the ``or_`` forms that applies."""
+    return Edit((files,) if isinstance(files, str) else files, ((original, replacement), *or_), count)
 
 
 SANDBOX_TESTS = ("tests/sandbox", "tests/handlers", "tests/executor/test_loop_sandbox.py")
@@ -96,11 +99,14 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/policies",)),
     Mutant("policy-shell-c-string-not-parsed", "the commands inside a literal `bash -c '…'` are "
            "decided, not just `bash`",
-           (edit("policies/shell_parse.py", "return _parse(script, depth + 1)", "return [cmd]"),),
+           (edit("policies/shell_parse.py", "return _parse(script, depth + 1)", "return [cmd]",
+                 or_=[("return _parse(script, depth + 1, cwds)", "return [cmd]")]),),
            ("tests/policies",)),
     Mutant("policy-least-strict-command-wins", "a command line gets its strictest command's verdict",
            (edit("policies/engine.py", "worst = max(decided, key=lambda pair: pair[1].decision.strictness)[1]",
-                 "worst = min(decided, key=lambda pair: pair[1].decision.strictness)[1]"),),
+                 "worst = min(decided, key=lambda pair: pair[1].decision.strictness)[1]",
+                 or_=[("return strictest([verdict for _, verdict in decided])",
+                       "return min((v for _, v in decided), key=lambda v: v.decision.strictness)")]),),
            ("tests/policies",)),
     Mutant("policy-read-only-globs-ignored", "patches to read-only paths (.git) are denied",
            (edit("policies/engine.py", "for n, glob in enumerate(files.read_only):",
@@ -184,8 +190,9 @@ class Stale(Exception):
     """A mutant that no longer applies: the text it changes is not where it was."""
 
 
-def _target(tree: Path, e: Edit) -> tuple[Path, str]:
-    """The file an edit applies to, and its text; Stale when no candidate holds the snippet."""
+def _target(tree: Path, e: Edit) -> tuple[Path, str, str, str]:
+    """The file an edit applies to, its text, and the form that applies (original,
+    replacement); Stale when no candidate file holds any form exactly ``count`` times."""
     seen: list[str] = []
     for rel in e.files:
         path = tree / rel
@@ -193,12 +200,12 @@ def _target(tree: Path, e: Edit) -> tuple[Path, str]:
             seen.append(f"{rel}: no such file")
             continue
         text = path.read_text(encoding="utf-8")
-        found = text.count(e.original)
-        if found == e.count:
-            return path, text
-        seen.append(f"{rel}: snippet found {found}×, expected {e.count}×")
-    first_line = e.original.strip().splitlines()[0]
-    raise Stale(f"{first_line[:60]!r} — " + "; ".join(seen))
+        for original, replacement in e.forms:
+            found = text.count(original)
+            if found == e.count:
+                return path, text, original, replacement
+            seen.append(f"{rel}: {original.strip().splitlines()[0][:50]!r} found {found}×, expected {e.count}×")
+    raise Stale("; ".join(seen))
 
 
 @contextmanager
@@ -207,9 +214,9 @@ def applied(tree: Path, mutant: Mutant) -> Iterator[None]:
     originals: dict[Path, str] = {}
     try:
         for e in mutant.edits:
-            path, text = _target(tree, e)
+            path, text, original, replacement = _target(tree, e)
             originals.setdefault(path, text)
-            mutated = text.replace(e.original, e.replacement)
+            mutated = text.replace(original, replacement)
             if path.suffix == ".py":
                 compile(mutated, str(path), "exec")  # a mutant must break behaviour, not syntax
             path.write_text(mutated, encoding="utf-8")
