@@ -6,21 +6,26 @@
    Target: median ≤ 10 ms per turn.
 2. Five ``sleep 0.5`` shell calls in one response (run concurrently) vs the same five calls,
    one per response (run one by one), in a Docker session (LocalSession without Docker);
-   compares the time spent executing calls. Target: ≥ 4× speedup.
+   compares the time spent executing calls, over several samples (median and spread).
+   Target: median ≥ 4× speedup.
 
-Prints medians and ratios; it asserts nothing (timings are not tests).
+Prints medians and ratios through bench/report.py (MISSED where a target is missed); it
+asserts nothing (timings are not tests). ``--quick``: few turns and one sample, for CI.
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import openai
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import judge, median, p90, rounds, spread
 from executor.approvals import DenyAll
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
@@ -35,7 +40,7 @@ from executor.toolbox import Toolbox
 from executor.tools import FunctionTool, FunctionTools
 from policies.engine import load_policy
 
-TURNS = 40
+TURNS = rounds(40, quick=6)
 NO_ARGS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
 POLICY = 'version = 1\nunattended = true\n[shell]\ndefault = "allow"\n'
 
@@ -61,10 +66,10 @@ async def overhead(stateless: bool) -> None:
     request = [t.request_s * 1000 for t in result.turns[1:]]
     loop_side = [(t.total_s - t.request_s) * 1000 for t in result.turns[1:]]
     mode = "stateless" if stateless else "chained"
-    print(f"per-turn overhead ({mode:9}): median {statistics.median(per_turn):6.2f} ms  "
-          f"(request round trip {statistics.median(request):5.2f} ms, loop side "
-          f"{statistics.median(loop_side):5.2f} ms; p90 "
-          f"{statistics.quantiles(per_turn, n=10)[-1]:6.2f} ms)  target <= 10 ms")
+    judge(f"per-turn overhead ({mode}, {len(per_turn)} turns)",
+          f"median {median(per_turn):.2f} ms (request round trip {median(request):.2f} ms, loop "
+          f"side {median(loop_side):.2f} ms; p90 {p90(per_turn):.2f} ms)",
+          "<= 10 ms", median(per_turn) <= 10)
 
 
 async def _session(workspace: Path) -> tuple[Any, str]:
@@ -80,6 +85,9 @@ async def _session(workspace: Path) -> tuple[Any, str]:
 
 
 async def parallel_vs_serial() -> None:
+    samples = rounds(8, quick=1)
+    parallel: list[float] = []
+    serial: list[float] = []
     with tempfile.TemporaryDirectory(prefix="sandloop-bench-") as tmp:
         policy = Path(tmp) / "policy.toml"
         policy.write_text(POLICY)
@@ -89,19 +97,23 @@ async def parallel_vs_serial() -> None:
         try:
             gate = PolicyGate(load_policy(str(policy)), DenyAll())
             toolbox = Toolbox(gate=gate, session=session)
-            calls = [shell_call(["sleep 0.5"]) for _ in range(5)]
-            together = await _run([calls, [message("done")]], toolbox)
-            apart = await _run([[shell_call(["sleep 0.5"])] for _ in range(5)]
-                               + [[message("done")]], toolbox)
+            for _ in range(samples):  # one sample is no figure: the machine is shared
+                together = await _run([[shell_call(["sleep 0.5"]) for _ in range(5)],
+                                       [message("done")]], toolbox)
+                apart = await _run([[shell_call(["sleep 0.5"])] for _ in range(5)]
+                                   + [[message("done")]], toolbox)
+                parallel.append(together.turns[0].tools_s)
+                serial.append(sum(t.tools_s for t in apart.turns[:5]))
         finally:
             await session.close()
-    parallel = together.turns[0].tools_s
-    serial = sum(t.tools_s for t in apart.turns[:5])
-    print(f"5 × sleep 0.5 ({kind}): parallel {parallel * 1000:7.1f} ms, one by one "
-          f"{serial * 1000:7.1f} ms  → speedup {serial / parallel:4.2f}×  target >= 4×")
+    speedups = [s / p for s, p in zip(serial, parallel, strict=True)]
+    print(f"5 × sleep 0.5 ({kind}), {samples} samples: parallel {spread(parallel, ' ms', 1000, 1)}; "
+          f"one by one {spread(serial, ' ms', 1000, 1)}")
+    judge("speedup, parallel vs one by one", spread(speedups, "×"), ">= 4×", median(speedups) >= 4)
 
 
 async def main() -> None:
+    print("loop overhead per turn (fake Responses server over HTTP, real openai client, no tool time)")
     await overhead(stateless=False)
     await overhead(stateless=True)
     await parallel_vs_serial()

@@ -6,24 +6,32 @@
    linearly with file size (ratios ~10x per 10x lines), end to end and for the pure applier.
 
 Uses a DockerSession when an engine and the sandbox image are there, else a LocalSession.
+Figures through bench/report.py (MISSED where a target is missed); ``--quick`` for CI.
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import judge, median, rounds
 from sandbox.base import Session
 from sandbox.patch import v4a
 from sandbox.patch.apply import apply_operations
 from sandloop.verdict import Decision, Verdict
 
 HUNKS = 50
-RUNS = 15
+RUNS = rounds(15, quick=2)
+SCALING_RUNS = rounds(7, quick=1)
+#: Linear growth is ~10× per 10× lines (less, end to end, where fixed costs weigh); quadratic
+#: would be ~100×.
+GROWTH_TARGET = 20.0
 PATH = "big.py"
 
 
@@ -52,7 +60,7 @@ async def timed(fn: Callable[[], Awaitable[object]], runs: int) -> float:
         start = time.perf_counter()
         await fn()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return median(samples)
 
 
 async def open_session(root: Path) -> tuple[Session, str]:
@@ -94,31 +102,35 @@ async def main() -> None:
             run.elapsed.clear()
             for _ in range(RUNS):
                 await run()
-            median_ms = statistics.median(run.elapsed) * 1000
-            verdict = "OK" if median_ms <= 50 else "OVER TARGET"
-            print(f"10k lines, {HUNKS} hunks, end to end: median {median_ms:.1f} ms over "
-                  f"{RUNS} runs (target <= 50 ms: {verdict})")
+            median_ms = median(run.elapsed) * 1000
+            judge(f"10k lines, {HUNKS} hunks, end to end", f"median {median_ms:.1f} ms over {RUNS} runs",
+                  "<= 50 ms", median_ms <= 50)
 
             rows = []
             for lines in (1_000, 10_000, 100_000):
                 original, diff = make_case(lines)
                 run = EndToEnd(session, original, diff)
-                for _ in range(7):
+                for _ in range(SCALING_RUNS):
                     await run()
-                e2e = statistics.median(run.elapsed)
+                e2e = median(run.elapsed)
                 hunks = v4a.parse_update(diff, PATH)
 
                 async def pure(data: bytes = original, h: tuple[v4a.Hunk, ...] = hunks) -> None:
                     v4a.apply_hunks(data, h, PATH)
 
-                rows.append((lines, e2e, await timed(pure, 7)))
+                rows.append((lines, e2e, await timed(pure, SCALING_RUNS)))
         print(f"{'lines':>8} {'end to end':>12} {'ratio':>6} {'applier':>10} {'ratio':>6}")
         prev: tuple[float, float] | None = None
+        growth: list[float] = []
         for lines, e2e, pure_t in rows:
             r1 = f"{e2e / prev[0]:.1f}x" if prev else ""
             r2 = f"{pure_t / prev[1]:.1f}x" if prev else ""
             print(f"{lines:>8} {e2e * 1000:>9.1f} ms {r1:>6} {pure_t * 1000:>7.1f} ms {r2:>6}")
+            if prev:
+                growth += [e2e / prev[0], pure_t / prev[1]]
             prev = (e2e, pure_t)
+        judge("growth per 10× lines (end to end and applier)", f"at most {max(growth):.1f}×",
+              f"<= {GROWTH_TARGET:.0f}× (linear, not quadratic)", max(growth) <= GROWTH_TARGET)
 
 
 if __name__ == "__main__":

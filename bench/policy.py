@@ -2,16 +2,23 @@
 
 The figure that matters is decisions/s with the tree-sitter parser (target: ≥ 5 000/s, so a
 decision is never the slow part of a shell call); the ratio against plain ``shlex.split`` of the
-same lines, measured in the same run, shows what the parsing costs.
+same lines, measured in the same run, shows what the parsing costs. ``--quick`` for CI.
 """
 
 from __future__ import annotations
 
 import shlex
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import QUICK, judge
 from policies.engine import load_policy
+
+SECONDS = 0.1 if QUICK else 1.0
 
 LINES = [
     "ls -la",
@@ -33,7 +40,7 @@ LINES = [
 ]
 
 
-def _rate(fn: Callable[[str], object], seconds: float = 1.0) -> float:
+def _rate(fn: Callable[[str], object], seconds: float = SECONDS) -> float:
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for line in LINES:
@@ -44,12 +51,12 @@ def _rate(fn: Callable[[str], object], seconds: float = 1.0) -> float:
 
 def main() -> None:
     engine = load_policy("default")
-    _rate(engine.shell, 0.2)  # warm up
+    _rate(engine.shell, SECONDS / 5)  # warm up
     decisions = _rate(engine.shell)
     baseline = _rate(shlex.split)
-    print(f"policy decisions: {decisions:,.0f}/s over {len(LINES)} realistic command lines "
-          f"(target ≥ 5,000/s: {'met' if decisions >= 5000 else 'NOT met'})")
-    print(f"shlex.split baseline: {baseline:,.0f}/s; a decision costs {baseline / decisions:.1f}× "
+    judge(f"policy decisions over {len(LINES)} realistic command lines", f"{decisions:,.0f}/s",
+          ">= 5,000/s", decisions >= 5000)
+    print(f"  shlex.split baseline: {baseline:,.0f}/s; a decision costs {baseline / decisions:.1f}× "
           "a plain split")
 
 

@@ -4,7 +4,7 @@ same run, the target, and ``MISSED`` where the figure misses its target.
 Targets are never assertions: a bench that misses prints MISSED and still exits 0 (speed on a
 shared machine is evidence, not a gate). ``--quick`` (or ``BENCH_QUICK=1``) runs few rounds so
 CI can run every bench and a broken one cannot rot unnoticed; quick figures are too noisy to
-judge, so they are printed without a verdict.
+judge, so they are printed without a verdict. ``BENCH_ROUNDS`` overrides every round count.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
-__all__ = ["QUICK", "judge", "median", "p90", "rounds"]
+__all__ = ["QUICK", "judge", "median", "p90", "rounds", "spread", "timed"]
 
 QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
 
@@ -34,6 +35,22 @@ def median(values: Sequence[float]) -> float:
 def p90(values: Sequence[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def spread(values: Sequence[float], unit: str = "", scale: float = 1.0, digits: int = 2) -> str:
+    """``median M (min A, max B, n N)``: one sample is not a figure, so say how far they spread."""
+    def fmt(x: float) -> str:
+        return f"{x * scale:.{digits}f}{unit}"
+
+    return (f"median {fmt(median(values))} (min {fmt(min(values))}, max {fmt(max(values))}, "
+            f"n {len(values)})")
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> float:
+    """Seconds one await of ``fn()`` takes."""
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
 
 
 def judge(what: str, figure: str, target: str, met: bool) -> bool:

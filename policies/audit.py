@@ -3,10 +3,17 @@
 Every record carries ``seq`` (0, 1, 2…), ``ts`` (UTC, ISO 8601), ``prev`` — the sha256 of the
 previous line's bytes (64 zeros for the first) — and ``sha256``, the hash of the record's own
 canonical JSON without that field. :func:`verify` recomputes both, so any edit (even one byte,
-even in the last line), any dropped line and any reordering is reported. Truncating the *tail*
-leaves a valid shorter chain: pass the head hash kept elsewhere (``AuditLog.head``, printed at
-the end of a run) to :func:`verify` to detect that too. The chain is not a signature: someone
-who rewrites the whole file can rebuild it, which is why the head belongs somewhere else.
+even in the last line), any line dropped from inside the chain and any reordering is reported.
+
+A chain cannot see its own end: cutting records off the *tail* leaves a valid shorter chain.
+:meth:`AuditLog.head` is the anchor for that — the last line's hash and the record count
+(:class:`Head`, written ``HASH:COUNT``). A run prints it at its end and keeps it in its run
+summary under :data:`SUMMARY_KEY`; :func:`verify` given that head reports a cut tail, and any
+change to the records it covers, even a rewrite that recomputed every hash (the head's hash
+covers every line before it through ``prev``). Records after the head (a later run appending
+to the same log) are chained like the rest, but only a newer head vouches for them. The chain
+is not a signature: whoever can rewrite both the log and the place the head is kept can make
+them agree, which is why the head belongs somewhere else.
 
 Field conventions read by :func:`summary` (records may carry any other JSON fields):
 ``kind`` ("decision", "outcome", "request"…), ``action`` ("shell", "patch", "url", "mcp",
@@ -20,16 +27,85 @@ import dataclasses
 import enum
 import hashlib
 import json
+import re
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["GENESIS", "AuditLog", "summary", "verify"]
+__all__ = ["GENESIS", "SUMMARY_KEY", "AuditLog", "Check", "Head", "check", "head_from_summary",
+           "summary", "verify"]
 
 GENESIS = "0" * 64
+#: The key of a run summary JSON that holds the audit log's head at the end of the run, as
+#: ``{"sha256": HASH, "records": COUNT}`` (:meth:`Head.to_json`); at the top level or under
+#: ``"result"``.
+SUMMARY_KEY = "audit_head"
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Head:
+    """Where a log stood: the sha256 of its last line's bytes and how many records it held.
+
+    ``records`` may be unknown (a bare hash); the hash alone still pins the chain up to it.
+    """
+
+    sha256: str
+    records: int | None = None
+
+    def __str__(self) -> str:
+        return self.sha256 if self.records is None else f"{self.sha256}:{self.records}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "records": self.records}
+
+    @classmethod
+    def parse(cls, text: str) -> Head:
+        """``HASH`` or ``HASH:COUNT``; ValueError says what is wrong."""
+        digest, sep, count = text.strip().lower().partition(":")
+        if not _HASH.fullmatch(digest):
+            raise ValueError(f"{text!r}: the head is a sha256 (64 hex digits), optionally :COUNT")
+        if not sep:
+            return cls(digest)
+        if not count.isdigit():
+            raise ValueError(f"{text!r}: COUNT must be a whole number of records")
+        return cls(digest, int(count))
+
+    @classmethod
+    def from_json(cls, data: Any) -> Head:
+        """The form :meth:`to_json` writes (or the ``HASH:COUNT`` string); ValueError otherwise."""
+        if isinstance(data, str):
+            return cls.parse(data)
+        if not isinstance(data, dict) or not isinstance(data.get("sha256"), str):
+            raise ValueError(f"{SUMMARY_KEY} must be {{\"sha256\": HASH, \"records\": COUNT}}")
+        records = data.get("records")
+        if records is not None and (not isinstance(records, int) or isinstance(records, bool)
+                                    or records < 0):
+            raise ValueError(f"{SUMMARY_KEY}.records must be a whole number")
+        head = cls.parse(data["sha256"])
+        return cls(head.sha256, records)
+
+
+def head_from_summary(path: str | Path) -> Head:
+    """The head a run summary JSON keeps under :data:`SUMMARY_KEY` (top level or ``result``).
+
+    OSError when the file cannot be read, ValueError when it holds no valid head.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    for holder in (data, data.get("result") if isinstance(data, dict) else None):
+        if isinstance(holder, dict) and SUMMARY_KEY in holder:
+            try:
+                return Head.from_json(holder[SUMMARY_KEY])
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
+    raise ValueError(f"{path}: no {SUMMARY_KEY!r} key (at the top level or under 'result')")
 
 
 def _jsonable(value: Any) -> Any:
@@ -66,12 +142,18 @@ class AuditLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self.head, self._seq = GENESIS, 0
+        self._last, self._seq = GENESIS, 0
         if self.path.exists():
             lines = self.path.read_bytes().splitlines()
             if lines:
-                self.head = _line_hash(lines[-1])
+                self._last = _line_hash(lines[-1])
                 self._seq = len(lines)
+
+    def head(self) -> Head:
+        """The chain's end as of the last record written: keep it somewhere the log is not
+        (the run's summary, its output) so that :func:`verify` can tell a cut tail."""
+        with self._lock:
+            return Head(self._last, self._seq)
 
     def record(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one record; returns it as written."""
@@ -81,14 +163,14 @@ class AuditLog:
                 "kind": kind,
                 "seq": self._seq,
                 "ts": datetime.now(UTC).isoformat(timespec="microseconds"),
-                "prev": self.head,
+                "prev": self._last,
             }
             record["sha256"] = _self_hash(json.loads(_canonical(record)))
             line = _canonical(record).encode()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("ab") as fh:
                 fh.write(line + b"\n")
-            self.head, self._seq = _line_hash(line), self._seq + 1
+            self._last, self._seq = _line_hash(line), self._seq + 1
             return record
 
 
@@ -103,12 +185,23 @@ def _records(path: Path) -> list[tuple[int, bytes, dict[str, Any] | None]]:
     return out
 
 
-def verify(path: str | Path, *, head: str | None = None) -> list[str]:
-    """Every problem in the log (an empty list means the chain is intact)."""
+@dataclass(frozen=True)
+class Check:
+    """What :func:`check` found: the problems (none: intact), the log's own head now, and, when
+    a head was given, how many records follow it (written after it was taken)."""
+
+    problems: list[str]
+    head: Head
+    after_head: int | None = None
+
+
+def check(path: str | Path, *, head: Head | str | None = None) -> Check:
+    """Verify the chain, and, given the ``head`` kept at the end of a run, that the log still
+    holds every record up to it unchanged (a cut tail, or a rewrite, shows here)."""
     problems: list[str] = []
     prev = GENESIS
-    records = _records(Path(path))
-    for number, line, data in records:
+    hashes = [GENESIS]  # hashes[n]: the hash of line n (0: before the first line)
+    for number, line, data in _records(Path(path)):
         if data is None:
             problems.append(f"line {number}: not a JSON object")
         else:
@@ -121,10 +214,32 @@ def verify(path: str | Path, *, head: str | None = None) -> list[str]:
                 problems.append(f"line {number}: seq is {data.get('seq')!r}, expected {number - 1}"
                                 " (lines were removed or reordered)")
         prev = _line_hash(line)
-    if head is not None and prev != head:
-        problems.append(f"the last line's hash is {prev}, expected {head} (lines were removed from "
-                        "the end, or added)")
-    return problems
+        hashes.append(prev)
+    count = len(hashes) - 1
+    now = Head(prev, count)
+    if head is None:
+        return Check(problems, now)
+    expected = Head.parse(head) if isinstance(head, str) else head
+    at = expected.records
+    if at is None:  # a bare hash: find the line it names
+        at = hashes.index(expected.sha256) if expected.sha256 in hashes else None
+        if at is None:
+            problems.append(f"no line of the log hashes to the head {expected.sha256}: the log was "
+                            "cut before the head, or the records up to it were changed")
+            return Check(problems, now)
+    elif at > count:
+        problems.append(f"the log holds {count} records, the head {expected} says {at}: "
+                        f"{at - count} record(s) were removed from the end")
+        return Check(problems, now)
+    if hashes[at] != expected.sha256:
+        problems.append(f"line {at}'s hash is {hashes[at]}, the head says {expected.sha256}: "
+                        f"the records up to the head were changed or rewritten")
+    return Check(problems, now, count - at)
+
+
+def verify(path: str | Path, *, head: Head | str | None = None) -> list[str]:
+    """Every problem in the log (an empty list means the chain is intact); see :func:`check`."""
+    return check(path, head=head).problems
 
 
 def summary(path: str | Path) -> dict[str, Any]:

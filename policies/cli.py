@@ -326,19 +326,65 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit_verify(args: argparse.Namespace) -> int:
+VERIFY_HELP = "check an audit log's hash chain, and with --head/--summary that its tail is all there"
+VERIFY_DESCRIPTION = f"""\
+Check an audit log's hash chain (every record hashes itself and the line before it).
+
+Detected: any edit to a record (even one byte, even the last line's); a record removed from
+inside the chain; records reordered; a line that is not a record. With the head kept at the end
+of a run (--head HASH[:COUNT], or --summary RUN.json): records removed from the end (a cut
+tail), and any change to the records up to the head, even a rewrite that recomputed every hash.
+
+Not detected: a cut tail, or a whole log rewritten with recomputed hashes, when no head is
+given (a shorter chain is still a chain); a rewrite of both the log and the head, by someone
+who can reach where the head is kept (the chain is not signed). Records after the head (a
+later run appending to the same log) are chained, but only a newer head vouches for them.
+
+A run summary keeps the head under "{audit.SUMMARY_KEY}" (top level or under "result") as
+{{"sha256": HASH, "records": COUNT}}."""
+
+
+def _head_arg(text: str) -> audit.Head:
     try:
-        problems = audit.verify(args.log, head=args.head)
-    except OSError as exc:
-        _err().print(f"{args.log}: {exc}")
+        return audit.Head.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _audit_verify(args: argparse.Namespace) -> int:
+    head: audit.Head | None = args.head
+    try:
+        if args.summary is not None:
+            head = audit.head_from_summary(args.summary)
+        found = audit.check(args.log, head=head)
+    except (OSError, ValueError) as exc:
+        text = str(exc) if isinstance(exc, ValueError) else f"{exc.filename or args.log}: {exc.strerror or exc}"
+        if args.json:
+            _emit({"ok": False, "errors": [text]})
+        else:
+            _err().print(text)
         return 2
+    problems = found.problems
     if args.json:
-        _emit({"ok": not problems, "problems": problems})
+        _emit({"ok": not problems, "problems": problems, "records": found.head.records,
+               "log_head": str(found.head), "head": None if head is None else str(head),
+               "after_head": found.after_head})
+        return 1 if problems else 0
+    console = _out()
+    for p in problems:
+        console.print(f"[red]{p}[/red]", markup=True)
+    if problems:
+        console.print(f"{len(problems)} problem(s)")
+    elif head is None:
+        console.print(f"chain intact: {found.head.records} records (no head given: records cut "
+                      "from the end would not show; pass --head or --summary)")
     else:
-        console = _out()
-        for p in problems:
-            console.print(f"[red]{p}[/red]", markup=True)
-        console.print("chain intact" if not problems else f"{len(problems)} problem(s)")
+        console.print(f"chain intact: {found.head.records} records, every one up to the head "
+                      f"{head} unchanged")
+        if found.after_head:
+            console.print(f"{found.after_head} record(s) after the head: chained, but only a "
+                          "newer head vouches for them")
+    console.print(f"this log's head now: {found.head}")
     return 1 if problems else 0
 
 
@@ -370,9 +416,11 @@ def _audit_summary(args: argparse.Namespace) -> int:
 # --- wiring ------------------------------------------------------------------------------------
 
 
-def _leaf(group: Any, name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
+def _leaf(group: Any, name: str, help_text: str, func: Any,
+          description: str | None = None) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = group.add_parser(
-        name, help=help_text, description=help_text, epilog=EXIT_CODES)
+        name, help=help_text, description=description or help_text, epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter if description else argparse.HelpFormatter)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=func)
     return parser
@@ -410,10 +458,13 @@ def register(subparsers: Any) -> None:
 
     log = subparsers.add_parser("audit", help="verify and summarise audit logs", epilog=EXIT_CODES)
     group = log.add_subparsers(dest="audit_command", required=True)
-    p = _leaf(group, "verify", "detect any edit, deletion or reordering in an audit log",
-              _audit_verify)
+    p = _leaf(group, "verify", VERIFY_HELP, _audit_verify, VERIFY_DESCRIPTION)
     p.add_argument("log")
-    p.add_argument("--head", help="the expected hash of the last line (detects a cut tail)")
+    anchor = p.add_mutually_exclusive_group()
+    anchor.add_argument("--head", type=_head_arg, metavar="HASH[:COUNT]",
+                        help="the head printed at the end of a run (detects a cut tail)")
+    anchor.add_argument("--summary", metavar="RUN.json",
+                        help=f"read the head from a run summary's {audit.SUMMARY_KEY!r} key")
     p = _leaf(group, "summary", "decisions per rule, refused commands, files, domains",
               _audit_summary)
     p.add_argument("log")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.audit import AuditLog
+from policies.audit import SUMMARY_KEY, AuditLog, Head
 from policies.cli import register
 
 Run = Callable[..., tuple[int, str, str]]
@@ -144,8 +144,10 @@ def test_audit_verify_and_summary(run: Run, tmp_path: Path) -> None:
     log.record("outcome", action="patch", subject="a.py", outcome="completed")
     code, out, _ = run("audit", "verify", str(path))
     assert code == 0 and "chain intact" in out
-    code, out, _ = run("audit", "verify", str(path), "--head", log.head, "--json")
-    assert code == 0 and json.loads(out) == {"ok": True, "problems": []}
+    code, out, _ = run("audit", "verify", str(path), "--head", str(log.head()), "--json")
+    assert code == 0 and json.loads(out) == {
+        "ok": True, "problems": [], "records": 2, "log_head": str(log.head()),
+        "head": str(log.head()), "after_head": 0}
     code, out, _ = run("audit", "summary", str(path))
     assert code == 0 and "git push" in out and "a.py" in out
     code, out, _ = run("audit", "summary", str(path), "--json")
@@ -154,6 +156,117 @@ def test_audit_verify_and_summary(run: Run, tmp_path: Path) -> None:
     code, out, _ = run("audit", "verify", str(path), "--json")
     assert code == 1 and json.loads(out)["problems"]
     assert run("audit", "verify", str(tmp_path / "missing.jsonl"))[0] == 2
+
+
+def _audit_log(path: Path, n: int = 5) -> Head:
+    log = AuditLog(path)
+    for i in range(n):
+        log.record("decision", action="shell", subject=f"echo {i}", decision="allow", call_id=f"c{i}")
+    return log.head()
+
+
+def _keep(path: Path, keep: slice) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[keep]))
+
+
+@pytest.fixture
+def anchored(tmp_path: Path) -> tuple[Path, Head, Path]:
+    """A five-record log, its head, and a run summary that keeps the head."""
+    path = tmp_path / "audit.jsonl"
+    head = _audit_log(path)
+    run_summary = tmp_path / "run.json"
+    run_summary.write_text(json.dumps({"run_id": "r1", "result": {"reason": "answered"},
+                                       SUMMARY_KEY: head.to_json()}))
+    return path, head, run_summary
+
+
+def test_audit_verify_against_the_head(run: Run, anchored: tuple[Path, Head, Path]) -> None:
+    path, head, run_summary = anchored
+    code, out, _ = run("audit", "verify", str(path), "--head", str(head))
+    assert code == 0 and "chain intact: 5 records, every one up to the head" in out
+    assert f"this log's head now: {head}" in out
+    code, out, _ = run("audit", "verify", str(path), "--summary", str(run_summary))
+    assert code == 0 and "every one up to the head" in out
+    code, out, _ = run("audit", "verify", str(path))
+    assert code == 0 and "no head given" in out
+
+
+def test_audit_verify_reports_a_cut_tail_given_the_head(run: Run, anchored: tuple[Path, Head, Path]) -> None:
+    path, head, run_summary = anchored
+    _keep(path, slice(0, 4))  # the last record removed
+    code, out, _ = run("audit", "verify", str(path))
+    assert code == 0 and "chain intact: 4 records (no head given" in out  # what it cannot see
+    for anchor in (["--head", str(head)], ["--summary", str(run_summary)]):
+        code, out, _ = run("audit", "verify", str(path), *anchor)
+        assert code == 1 and "1 record(s) were removed from the end" in out, anchor
+    code, out, _ = run("audit", "verify", str(path), "--head", head.sha256)  # no count
+    assert code == 1 and "no line of the log hashes to the head" in out
+    code, out, _ = run("audit", "verify", str(path), "--summary", str(run_summary), "--json")
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False and data["records"] == 4 and data["head"] == str(head)
+
+
+def test_audit_verify_reports_a_rewrite_given_the_head(run: Run, anchored: tuple[Path, Head, Path]) -> None:
+    path, head, _ = anchored
+    path.unlink()
+    _audit_log(path)  # the same records again, every hash recomputed: a valid chain
+    assert run("audit", "verify", str(path))[0] == 0  # the chain is not a signature
+    code, out, _ = run("audit", "verify", str(path), "--head", str(head))
+    assert code == 1 and "changed or rewritten" in out
+
+
+@pytest.mark.parametrize(("what", "keep"), [("deletion inside", [0, 1, 3, 4]),
+                                            ("reordering", [0, 2, 1, 3, 4])])
+def test_audit_verify_reports_deletion_and_reordering(run: Run, anchored: tuple[Path, Head, Path],
+                                                      what: str, keep: list[int]) -> None:
+    path, head, _ = anchored
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[i] for i in keep))
+    for anchor in ([], ["--head", str(head)]):
+        code, out, _ = run("audit", "verify", str(path), *anchor)
+        assert code == 1 and "does not follow line" in out, (what, anchor)
+
+
+def test_audit_verify_reports_an_edit_in_the_last_line(run: Run, anchored: tuple[Path, Head, Path]) -> None:
+    path, _, _ = anchored
+    path.write_text(path.read_text().replace("echo 4", "echo 5"))
+    code, out, _ = run("audit", "verify", str(path))
+    assert code == 1 and "line 5: the record was changed" in out
+
+
+def test_audit_verify_counts_records_after_the_head(run: Run, anchored: tuple[Path, Head, Path]) -> None:
+    path, head, _ = anchored
+    AuditLog(path).record("outcome", action="patch", subject="a.py", outcome="completed")
+    code, out, _ = run("audit", "verify", str(path), "--head", str(head))
+    assert code == 0 and "1 record(s) after the head" in out
+    code, out, _ = run("audit", "verify", str(path), "--head", str(head), "--json")
+    assert code == 0 and json.loads(out)["after_head"] == 1
+
+
+def test_audit_verify_usage_errors(run: Run, anchored: tuple[Path, Head, Path], tmp_path: Path) -> None:
+    path, head, run_summary = anchored
+    for bad in (["--head", "not-a-hash"], ["--head", str(head), "--summary", str(run_summary)]):
+        with pytest.raises(SystemExit) as exit_info:
+            run("audit", "verify", str(path), *bad)
+        assert exit_info.value.code == 2, bad
+    no_head = tmp_path / "no-head.json"
+    no_head.write_text("{}")
+    code, _, err = run("audit", "verify", str(path), "--summary", str(no_head))
+    assert code == 2 and SUMMARY_KEY in err
+    code, _, err = run("audit", "verify", str(path), "--summary", str(tmp_path / "missing.json"))
+    assert code == 2 and "missing.json" in err
+
+
+def test_audit_verify_help_says_what_is_and_is_not_detected(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="sandloop")
+    register(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["audit", "verify", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Detected: any edit" in text and "records removed from the end" in text
+    assert "Not detected: a cut tail, or a whole log rewritten with recomputed hashes, when no head" in text
+    assert "the chain is not signed" in text and SUMMARY_KEY in text
 
 
 def test_help_documents_exit_codes(run: Run, capsys: pytest.CaptureFixture[str]) -> None:

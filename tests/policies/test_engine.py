@@ -125,6 +125,13 @@ def test_patch_decisions(default: PolicyEngine, strict: PolicyEngine) -> None:
         default.patch("x", "rename_file")
 
 
+@pytest.mark.parametrize("path", [".GIT/config", ".Git/hooks/pre-commit", "vendor/lib/.GIT/HEAD"])
+def test_read_only_globs_hold_whatever_the_case(default: PolicyEngine, path: str) -> None:
+    """On a case-insensitive disk (macOS, Windows) .GIT is .git: a patch there plants a hook."""
+    verdict = default.patch(path, "update_file")
+    assert verdict.decision is Decision.DENY and verdict.rule_id == "files.read_only"
+
+
 def test_patch_globs(write_policy: Callable[..., Path]) -> None:
     engine = load_policy(write_policy(
         'version = 1\n[files]\nwritable = ["src/**", "*.md"]\nread_only = ["src/gen/**"]\n'
