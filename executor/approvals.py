@@ -101,8 +101,11 @@ class TerminalPrompt:
             self.console.print(f"[bold yellow]approval needed[/] ({shown(request.kind)}) "
                                f"[cyan]{shown(request.subject)}[/]"
                                + (f"\n  rule: {shown(why)}" if why else ""))
-            ok = await asyncio.to_thread(Confirm.ask, "Allow?", console=self.console,
-                                         default=False)
+            try:
+                ok = await asyncio.to_thread(Confirm.ask, "Allow?", console=self.console,
+                                             default=False)
+            except EOFError:  # the terminal's input ended: nobody is there to say yes
+                return ApprovalAnswer(False, "denied: the terminal's input ended before an answer")
         return ApprovalAnswer(ok, "approved at the terminal" if ok else "denied at the terminal")
 
 

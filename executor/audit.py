@@ -1,33 +1,40 @@
 """The request/response log: every request and response of a run, one JSON object a line.
 
-Default file: ``reports/live-requests.jsonl``. Before a record is written, secrets are
-redacted (API keys, Authorization headers, anything shaped like ``sk-…``, and the literal
-value of ``OPENAI_API_KEY``) and inline images (``data:image/…;base64,…``) are moved to
-``<log dir>/screenshots/<sha256>.<ext>`` and replaced by ``"screenshot:sha256:<hex>"``, so
-the log stays small and diffable. At the end of a run, :meth:`RequestLog.summary` appends a
-summary line and writes it as ``<log dir>/runs/<run id>.json``.
-
-(Policy decisions go to the hash-chained ``policies.audit.AuditLog``; this file is the wire.)
+It lives in the run's folder (:func:`run_folder`: a new folder under the user's state
+directory, outside anything a sandbox can write) as ``requests.jsonl``, beside ``audit.jsonl``
+(the hash-chained decision log), ``screenshots/`` and ``summary.json``. Before a record is
+written, secrets are redacted (API keys, Authorization headers, anything shaped like ``sk-…``,
+and the configured ``OPENAI_API_KEY`` value wherever it stands as a token) and inline images
+(``data:image/…;base64,…``) are moved to ``screenshots/<sha256>.<ext>`` and replaced by
+``"screenshot:sha256:<hex>"``, so the log stays small and diffable. Every file is written
+through a :class:`~sandloop.hostfiles.HostDir`: a name turned into a symlink is refused, never
+followed. At the end of a run, :meth:`RequestLog.summary` appends a summary line and writes it
+as ``summary.json``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["DEFAULT_LOG", "RequestLog", "redact"]
+from sandloop.hostfiles import HostDir, state_dir
 
-DEFAULT_LOG = Path("reports/live-requests.jsonl")
+__all__ = ["LOG_NAME", "SUMMARY_NAME", "RequestLog", "new_run_id", "redact", "run_folder"]
+
+LOG_NAME = "requests.jsonl"
+SUMMARY_NAME = "summary.json"
 
 _SECRET_KEYS = {"authorization", "api_key", "apikey", "openai_api_key", "x-api-key",
                 "proxy-authorization", "password", "secret", "token"}
@@ -39,14 +46,32 @@ REDACTED = "[REDACTED]"
 
 def _redact_text(text: str, literal: str | None) -> str:
     if literal and literal in text:
-        text = text.replace(literal, REDACTED)
+        # Only where it stands as a token of its own: local servers take keys like "x" or
+        # "EMPTY", which must not turn every "exit" into "e[REDACTED]it".
+        text = _token(literal).sub(REDACTED, text)
     text = _SK.sub("sk-" + REDACTED, text)
     return _BEARER.sub("Bearer " + REDACTED, text)
 
 
-def redact(value: Any, *, images_dir: Path | None = None, literal: str | None = None) -> Any:
+@functools.lru_cache(maxsize=8)
+def _token(literal: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_\-]){re.escape(literal)}(?![A-Za-z0-9_\-])")
+
+
+def new_run_id() -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def run_folder(run_id: str) -> Path:
+    """Where a run's files go by default: ``<state dir>/runs/<run id>``."""
+    return state_dir() / "runs" / run_id
+
+
+def redact(value: Any, *, images_dir: HostDir | Path | None = None, literal: str | None = None) -> Any:
     """A copy of ``value`` with secrets masked and (when ``images_dir`` is set) inline images
     stored as files and referenced by their sha256."""
+    if isinstance(images_dir, Path):
+        images_dir = HostDir(images_dir)
     if isinstance(value, dict):
         return {k: REDACTED if str(k).lower() in _SECRET_KEYS and isinstance(v, str)
                 else redact(v, images_dir=images_dir, literal=literal) for k, v in value.items()}
@@ -60,38 +85,46 @@ def redact(value: Any, *, images_dir: Path | None = None, literal: str | None = 
     return value
 
 
-def _externalize(fmt: str, payload: str, images_dir: Path) -> str | None:
+def _externalize(fmt: str, payload: str, images_dir: HostDir) -> str | None:
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         return None
     digest = hashlib.sha256(data).hexdigest()
     ext = {"jpeg": "jpg", "svg+xml": "svg"}.get(fmt, fmt)
-    target = images_dir / f"{digest}.{ext}"
-    if not target.exists():  # content-addressed: the same screenshot is stored once
-        images_dir.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+    images_dir.create_once(f"{digest}.{re.sub(r'[^a-z0-9]', '', ext)}", data)  # content-addressed
     return f"screenshot:sha256:{digest}"
 
 
 class RequestLog:
-    """Appends the wire traffic of one run to a JSONL file."""
+    """Appends the wire traffic of one run to ``requests.jsonl`` in its folder.
 
-    def __init__(self, path: str | Path = DEFAULT_LOG, *, run_id: str | None = None) -> None:
-        self.path = Path(path)
-        self.run_id = run_id or f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        self.screenshots = self.path.parent / "screenshots"
-        self.summary_path = self.path.parent / "runs" / f"{self.run_id}.json"
+    ``path`` names the log file (its folder holds the rest of the run's files); by default a new
+    run folder under the state directory. ``summary_fields`` adds fields to the run summary when
+    it is written (the audit chain's head, which the log does not know)."""
+
+    def __init__(self, path: str | Path | None = None, *, run_id: str | None = None,
+                 summary_fields: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.run_id = run_id or new_run_id()
+        self.path = Path(path) if path is not None else run_folder(self.run_id) / LOG_NAME
+        self.folder = HostDir(self.path.parent)
+        self.summary_path = self.path.parent / SUMMARY_NAME
+        self.summary_fields = summary_fields
+        self._screenshots: HostDir | None = None
         self._literal = os.environ.get("OPENAI_API_KEY") or None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def screenshots(self) -> HostDir:
+        if self._screenshots is None:
+            self._screenshots = self.folder.subdir("screenshots")
+        return self._screenshots
+
+    def _clean(self, record: dict[str, Any]) -> Any:
+        return redact(record, images_dir=self.screenshots, literal=self._literal)
 
     def _write(self, record: dict[str, Any]) -> None:
-        clean = redact(record, images_dir=self.screenshots, literal=self._literal)
-        line = json.dumps(clean, ensure_ascii=False, default=str)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        line = json.dumps(self._clean(record), ensure_ascii=False, default=str)
+        self.folder.append(self.path.name, (line + "\n").encode("utf-8"))
 
     def _base(self, kind: str, turn: int) -> dict[str, Any]:
         return {"run_id": self.run_id, "kind": kind, "turn": turn, "time": time.time()}
@@ -107,11 +140,13 @@ class RequestLog:
     def event(self, kind: str, turn: int, **fields: Any) -> None:
         self._write({**self._base(kind, turn), **fields})
 
-    def summary(self, result: Any) -> None:
+    def summary(self, result: Any) -> dict[str, Any]:
+        """Append the run's summary and write it as summary.json; returns it as written."""
         data = result.to_json() if hasattr(result, "to_json") else dict(result)
-        record = {**self._base("summary", len(data.get("turns", []))), "result": data}
+        extra = self.summary_fields() if self.summary_fields is not None else {}
+        record = {**self._base("summary", len(data.get("turns", []))), "result": data, **extra}
         self._write(record)
-        self.summary_path.parent.mkdir(parents=True, exist_ok=True)
-        clean = redact(record, images_dir=self.screenshots, literal=self._literal)
-        self.summary_path.write_text(json.dumps(clean, indent=2, ensure_ascii=False,
-                                                default=str) + "\n", encoding="utf-8")
+        clean: dict[str, Any] = self._clean(record)
+        text = json.dumps(clean, indent=2, ensure_ascii=False, default=str) + "\n"
+        self.folder.replace(SUMMARY_NAME, text.encode("utf-8"))
+        return clean

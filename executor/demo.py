@@ -125,5 +125,5 @@ def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverride
         yield RunOptions(
             task=task, repo=repo, model=model, base_url=base_url, api_key=api_key,
             policy=policy, browser=args.browser or "auto", budgets=budgets,
-            stateless=args.stateless, log=Path(args.log),
+            stateless=args.stateless, log=Path(args.log) if args.log else None,
             record=Path(args.record) if args.record else None)

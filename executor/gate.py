@@ -26,6 +26,10 @@ class Gate(Protocol):
         ``size_bytes``: the size of the patch it comes with, for the policy's size limit)"""
         ...
 
+    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "") -> None:
+        """Record what came of an allowed action (a file a patch changed) beside the decisions."""
+        ...
+
     async def url(self, url: str, *, call_id: str) -> Verdict:
         """May the browser go to this URL?"""
         ...

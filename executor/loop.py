@@ -61,6 +61,7 @@ class ExitCode(enum.IntEnum):
     BUDGET = 3
     REFUSED = 4  # a model refusal, a content filter or a refused safety check
     INCOMPLETE = 5
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 
 
 @dataclass
@@ -236,6 +237,8 @@ class Loop:
             toolbox.functions.add(toolbox.tasks.wait_tool())
         toolbox.functions.check_schemas()  # a strict-mode breach fails here, not with a 400
         self.tools = tool_params(toolbox)
+        #: the result so far, when the run was cancelled (Ctrl-C)
+        self.interrupted: RunResult | None = None
         self.dispatcher = Dispatcher(toolbox, on_event)
         self.on_event = self.dispatcher.on_event  # observers' failures are logged, never fatal
 
@@ -391,11 +394,20 @@ class Loop:
         except _Stop as stop:
             reason, code, detail = stop.reason, stop.code, stop.detail
         except openai.APIError as exc:
-            reason, code, detail = "api_error", ExitCode.ERROR, _api_error_text(exc)
+            reason, code, detail = "api_error", ExitCode.ERROR, _api_error_text(exc, self.client)
+        except asyncio.CancelledError:
+            # Ctrl-C (asyncio cancels the run): what happened so far is still recorded and
+            # summarised (``interrupted``), then the cancellation goes on.
+            self.interrupted = self._finish("interrupted", ExitCode.INTERRUPTED, "interrupted", result_text,
+                                            usage, turns, calls, start, last_id)
+            raise
         finally:
             await self.toolbox.tasks.cancel_all()
-        result = RunResult(result_text, reason,
-                           code, usage, turns, calls, time.monotonic() - start, last_id, detail)
+        return self._finish(reason, code, detail, result_text, usage, turns, calls, start, last_id)
+
+    def _finish(self, reason: str, code: ExitCode, detail: str, text: str, usage: Usage,
+                turns: list[TurnRecord], calls: int, start: float, last_id: str | None) -> RunResult:
+        result = RunResult(text, reason, code, usage, turns, calls, time.monotonic() - start, last_id, detail)
         self.on_event("stop", {"reason": reason, "exit_code": int(code), "detail": detail})
         if self.log is not None:
             self.log.summary(result)
@@ -442,8 +454,10 @@ def _refusal(items: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _api_error_text(exc: openai.APIError) -> str:
+def _api_error_text(exc: openai.APIError, client: Client) -> str:
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.APIConnectionError):  # "Connection error." alone names nothing
+        return f"cannot reach the Responses API at {client.base_url} ({exc.message.rstrip('.')})"
     return f"API error{f' {status}' if status else ''}: {exc.message}"
 
 

@@ -48,7 +48,7 @@ class PolicyGate:
             approved_by = answer.reason
         if self.audit is not None:
             self.audit.record(
-                "decision", what=kind, subject=subject, call_id=call_id,
+                "decision", action=kind, subject=subject, call_id=call_id,
                 decision=final.decision.value, policy_decision=verdict.decision.value,
                 rule_id=final.rule_id, source=final.source, justification=final.justification,
                 approval=approved_by, **fields)
@@ -61,6 +61,12 @@ class PolicyGate:
 
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
+
+    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "") -> None:
+        """What came of an allowed action (a file a patch changed), for the same log."""
+        if self.audit is not None:
+            self.audit.record("outcome", action=action, subject=subject, call_id=call_id,
+                              outcome="ok" if ok else "failed", detail=detail)
 
     async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         return await self._decide("patch", f"{kind} {path}", call_id,

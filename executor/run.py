@@ -21,7 +21,7 @@ from rich.console import Console
 
 from executor import safety
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
-from executor.audit import DEFAULT_LOG, RequestLog
+from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.handlers import computer
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
@@ -30,14 +30,17 @@ from executor.safety import SafetyCallback
 from executor.sandbox_config import docker_config, shell_limits
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
-from policies.audit import AuditLog
+from policies.audit import SUMMARY_KEY, AuditLog
 from policies.engine import load_policy
 from policies.model import Policy
 from sandbox.browser import BrowserConfig, open_browser
 from sandbox.docker import DockerSession
+from sandloop.hostfiles import refuse_inside
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "BudgetOverrides", "RunOptions", "Runtime", "budgets_from",
-           "open_toolbox", "run_task"]
+__all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "RunFiles", "RunOptions", "RunOutcome",
+           "Runtime", "budgets_from", "open_toolbox", "run_task"]
+
+AUDIT_NAME = "audit.jsonl"
 
 DEFAULT_INSTRUCTIONS = (
     "You are a careful coding agent working in a sandboxed checkout of a repository. Use the "
@@ -70,7 +73,9 @@ class RunOptions:
     browser: str = "off"
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
     stateless: bool = False
-    log: Path = DEFAULT_LOG
+    #: the request log; its folder holds the run's other files (default: a new run folder
+    #: under the state directory, outside anything the sandbox can write)
+    log: Path | None = None
     record: Path | None = None
     instructions: str = DEFAULT_INSTRUCTIONS
     approvals: Approvals | None = None
@@ -106,6 +111,41 @@ def budgets_from(policy: Policy, overrides: BudgetOverrides) -> Budgets:
 class Runtime:
     toolbox: Toolbox
     budgets: Budgets
+    audit: AuditLog
+
+
+@dataclass
+class RunFiles:
+    """Where a run's files go: one folder, checked before anything is written."""
+
+    log: Path  # requests.jsonl; the folder holds audit.jsonl, screenshots/, summary.json
+    record: Path | None
+
+    @property
+    def folder(self) -> Path:
+        return self.log.parent
+
+    @classmethod
+    def plan(cls, opts: RunOptions, run_id: str) -> RunFiles:
+        """The run's files, refused (HostPathRefused) where the sandbox could write them."""
+        log = opts.log if opts.log is not None else run_folder(run_id) / LOG_NAME
+        files = cls(log, opts.record)
+        refuse_inside(files.folder, [opts.repo], "the run's folder (--log)")
+        if files.record is not None:
+            refuse_inside(files.record, [opts.repo], "the cassette (--record)")
+        return files
+
+
+@dataclass
+class RunOutcome:
+    """A finished run: its result, and where its files are."""
+
+    result: RunResult
+    folder: Path
+    audit_head: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.result.to_json(), "run_dir": str(self.folder), "audit_head": self.audit_head}
 
 
 @contextlib.asynccontextmanager
@@ -116,8 +156,8 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     policy = engine.policy
     approvals = opts.approvals or (DenyAll() if policy.unattended or not sys.stdin.isatty()
                                    else TerminalPrompt())
-    toolbox = Toolbox(gate=PolicyGate(engine, approvals, AuditLog(log_dir / "audit.jsonl"),
-                                      on_event=on_event),
+    audit = AuditLog(log_dir / AUDIT_NAME)
+    toolbox = Toolbox(gate=PolicyGate(engine, approvals, audit, on_event=on_event),
                       patch_read_only_globs=tuple(policy.files.read_only))
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
@@ -136,7 +176,7 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
             if opts.model.startswith("computer-use-preview"):
                 toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
             toolbox.functions.extend(computer.navigation_tools(browser))
-        yield Runtime(toolbox, budgets_from(policy, opts.budgets))
+        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit)
 
 
 def _client(opts: RunOptions) -> openai.AsyncOpenAI:
@@ -144,13 +184,17 @@ def _client(opts: RunOptions) -> openai.AsyncOpenAI:
                               base_url=opts.base_url or os.environ.get("OPENAI_BASE_URL"))
 
 
-async def run_task(opts: RunOptions, console: Console) -> RunResult:
-    log = RequestLog(opts.log)
+async def run_task(opts: RunOptions, console: Console, *,
+                   interrupted: list[RunOutcome] | None = None) -> RunOutcome:
+    """One run with live progress on ``console``. When Ctrl-C cancels it, what was done so far
+    is appended to ``interrupted`` (the cancellation goes on)."""
+    run_id = new_run_id()
+    files = RunFiles.plan(opts, run_id)
     progress = Progress(console)
     observers = []
     recorder = None
-    if opts.record is not None:
-        recorder = Cassette.recorder(opts.record)
+    if files.record is not None:
+        recorder = Cassette.recorder(files.record)
         observers.append(lambda body, resp: recorder.record(
             body, resp.model_dump(mode="json", exclude_unset=True)))
     config = LoopConfig(model=opts.model, instructions=opts.instructions,
@@ -158,13 +202,19 @@ async def run_task(opts: RunOptions, console: Console) -> RunResult:
                         # the preview computer tool requires it
                         extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview") else {})
     try:
-        async with open_toolbox(opts, progress, opts.log.parent) as runtime:
+        async with open_toolbox(opts, progress, files.folder) as runtime:
+            head = runtime.audit.head
+            log = RequestLog(files.log, run_id=run_id,
+                             summary_fields=lambda: {SUMMARY_KEY: head().to_json()})
             config.budgets = runtime.budgets
             loop = Loop(_client(opts), config, runtime.toolbox, on_event=progress,
                         observers=observers, log=log)
-            return await loop.run(opts.task)
+            try:
+                result = await loop.run(opts.task)
+            finally:
+                if loop.interrupted is not None and interrupted is not None:
+                    interrupted.append(RunOutcome(loop.interrupted, files.folder, str(head())))
+            return RunOutcome(result, files.folder, str(head()))
     finally:
         if recorder is not None:
             recorder.close()
-
-

@@ -8,11 +8,22 @@ of what the person is asked to approve.
 
 from __future__ import annotations
 
+import os
+
+from rich.console import Console
 from rich.markup import escape
 
 from sandloop.text import visible
 
-__all__ = ["shown", "visible"]
+__all__ = ["console", "shown", "visible"]
+
+
+def console() -> Console:
+    """The operator's console (stderr): no escape codes at all under ``NO_COLOR`` (colours and
+    styles alike) or when stderr is not a terminal, and long lines never wrapped by inserted
+    newlines (a one-line error stays one line in a pipe or a log)."""
+    plain = bool(os.environ.get("NO_COLOR"))
+    return Console(stderr=True, color_system=None if plain else "auto", soft_wrap=True, highlight=False)
 
 
 def shown(text: object, *, one_line: bool = False) -> str:

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sandloop.hostfiles import HostDir
+
 __all__ = ["GENESIS", "SUMMARY_KEY", "AuditLog", "Check", "Head", "check", "head_from_summary",
            "summary", "verify"]
 
@@ -141,10 +143,13 @@ class AuditLog:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # Opened once, written without following links: a log a command could reach is refused,
+        # never redirected (sandloop.hostfiles).
+        self._dir = HostDir(self.path.parent)
         self._lock = threading.Lock()
         self._last, self._seq = GENESIS, 0
-        if self.path.exists():
-            lines = self.path.read_bytes().splitlines()
+        if self._dir.exists(self.path.name):
+            lines = self._dir.read(self.path.name).splitlines()
             if lines:
                 self._last = _line_hash(lines[-1])
                 self._seq = len(lines)
@@ -167,9 +172,7 @@ class AuditLog:
             }
             record["sha256"] = _self_hash(json.loads(_canonical(record)))
             line = _canonical(record).encode()
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("ab") as fh:
-                fh.write(line + b"\n")
+            self._dir.append(self.path.name, line + b"\n")
             self._last, self._seq = _line_hash(line), self._seq + 1
             return record
 
@@ -253,7 +256,8 @@ def summary(path: str | Path) -> dict[str, Any]:
     for _, _, data in _records(Path(path)):
         if data is None:
             continue
-        action, subject = data.get("action"), data.get("subject")
+        # "action" names what was decided ("what" in logs written before it was renamed)
+        action, subject = data.get("action") or data.get("what"), data.get("subject")
         if data.get("kind") == "decision":
             decisions += 1
             decision = str(data.get("decision"))
@@ -261,7 +265,8 @@ def summary(path: str | Path) -> dict[str, Any]:
             if action == "shell" and isinstance(subject, str):
                 if decision == "deny":
                     denied.append(subject)
-                elif decision == "prompt":
+                # asked about: the policy said prompt, whoever answered and however
+                if decision == "prompt" or data.get("policy_decision") == "prompt":
                     prompted.append(subject)
             if action == "url" and decision == "allow" and isinstance(subject, str):
                 host = urlsplit(subject).hostname

@@ -13,10 +13,11 @@ import shlex
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from policies import audit
@@ -78,7 +79,8 @@ def _check(args: argparse.Namespace) -> int:
         console.print(f"{args.file}: schema ok, {len(engine.rules)} rules, inline examples pass, "
                       f"sha256 {engine.sha256}")
         for f in findings:
-            console.print(f"[yellow]{f.code}[/yellow] {f.source} {f.rule_id or ''}: {f.message}")
+            console.print(f"[yellow]{f.code}[/yellow] {escape(f.source)} {escape(f.rule_id or '')}: "
+                          f"{escape(f.message)}")
         console.print("no findings" if not findings else f"{len(findings)} finding(s)")
     return 1 if findings else 0
 
@@ -142,8 +144,12 @@ class _Strict(BaseModel):
 
 
 class _PatchCase(_Strict):
+    """``{type = "update_file", path = "…"}``: spelled as the API's operation (and as
+    ``explain --patch`` reads it); ``kind`` is read too."""
+
     path: str
-    kind: str
+    type: Literal["create_file", "update_file", "delete_file"] = Field(
+        validation_alias=AliasChoices("type", "kind"))
 
 
 class _McpCase(_Strict):
@@ -171,7 +177,7 @@ class Case(_Strict):
 
     def subject(self) -> str:
         if self.patch is not None:
-            return f"patch {self.patch.kind} {self.patch.path}"
+            return f"patch {self.patch.type} {self.patch.path}"
         if self.mcp is not None:
             return f"mcp {self.mcp.server}/{self.mcp.tool}"
         if self.function is not None:
@@ -180,7 +186,7 @@ class Case(_Strict):
 
     def run(self, engine: PolicyEngine) -> Verdict:
         if self.patch is not None:
-            return engine.patch(self.patch.path, self.patch.kind)
+            return engine.patch(self.patch.path, self.patch.type)
         if self.mcp is not None:
             return engine.mcp(self.mcp.server, self.mcp.tool)
         if self.function is not None:
@@ -437,11 +443,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", help=spec)
 
     p = _leaf(group, "explain", "show which rule decides a command, patch or URL, and why "
-              "(options go before FILE: explain --json FILE -- 'git push origin main')", _explain)
+              "(explain FILE --json -- 'git push origin main')", _explain)
     p.add_argument("file", help=spec)
     p.add_argument("--patch", metavar="OP.json", help="an apply_patch operation {type, path, diff}")
     p.add_argument("--url", help="a URL the browser would open")
     p.add_argument("command", nargs="*", help="-- 'the command line' (or its words after --)")
+    p.set_defaults(words_after_dashes="command")
 
     p = _leaf(group, "test", "run the inline examples and a CASES.toml of expected decisions",
               _test)
@@ -459,7 +466,7 @@ def register(subparsers: Any) -> None:
     log = subparsers.add_parser("audit", help="verify and summarise audit logs", epilog=EXIT_CODES)
     group = log.add_subparsers(dest="audit_command", required=True)
     p = _leaf(group, "verify", VERIFY_HELP, _audit_verify, VERIFY_DESCRIPTION)
-    p.add_argument("log")
+    p.add_argument("log", help="an audit log (audit.jsonl)")
     anchor = p.add_mutually_exclusive_group()
     anchor.add_argument("--head", type=_head_arg, metavar="HASH[:COUNT]",
                         help="the head printed at the end of a run (detects a cut tail)")
@@ -467,4 +474,4 @@ def register(subparsers: Any) -> None:
                         help=f"read the head from a run summary's {audit.SUMMARY_KEY!r} key")
     p = _leaf(group, "summary", "decisions per rule, refused commands, files, domains",
               _audit_summary)
-    p.add_argument("log")
+    p.add_argument("log", help="an audit log (audit.jsonl)")

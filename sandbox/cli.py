@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Exit 0 on success, 1 when no engine answers.",
     )
     gc.add_argument("--all", action="store_true", help="remove every sandloop container, live owners too")
-    gc.add_argument("--json", action="store_true")
+    gc.add_argument("--json", action="store_true", help="print what was removed as JSON")
     gc.set_defaults(func=_gc)
 
     doctor = subparsers.add_parser(
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     doctor.add_argument("--repo", type=Path, default=Path.cwd(), help="workspace to check (default: .)")
     doctor.add_argument("--runtime", choices=["runc", "runsc"], default=None, help="runtime to insist on")
-    doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.set_defaults(func=_doctor)
 
 

@@ -4,6 +4,8 @@
     ├── ConfigError             a configuration, a policy file or a tool definition is invalid
     │   ├── PolicyLoadError     a policy file does not load (policies.model; names file and line)
     │   └── ToolSchemaError     a function tool's schema breaks a strict-mode rule
+    ├── HostPathRefused         a host-side file sandloop writes would land where the sandbox
+    │                           can write, or behind a link: refused, nothing written
     ├── NotAnAddress            a host that ends in a number yet is no IP address (a ValueError)
     ├── NotEnabled              the run has no back-end for this kind of call
     ├── PolicyDenied            a policy rule refused the action
@@ -40,6 +42,7 @@ __all__ = [
     "FileMissing",
     "FileTooLarge",
     "HelperFailed",
+    "HostPathRefused",
     "NotAnAddress",
     "NotEnabled",
     "PatchError",
@@ -69,6 +72,11 @@ class ConfigError(SandloopError):
 
 class ToolSchemaError(ConfigError):
     """A function tool's schema breaks a strict-mode rule (caught before the first request)."""
+
+
+class HostPathRefused(SandloopError):
+    """A file the host writes (a log, the audit chain, a report) would land inside a tree the
+    sandbox can write, or through a symlink: nothing was written."""
 
 
 class NotAnAddress(SandloopError, ValueError):
@@ -162,6 +170,7 @@ class BinaryFile(PatchError):
 _PREFIX: dict[type[BaseException], str] = {
     ToolSchemaError: "invalid tool schema",
     ConfigError: "invalid configuration",
+    HostPathRefused: "host path refused",
     NotAnAddress: "not an address",
     NotEnabled: "not enabled",
     PolicyDenied: "denied by policy",

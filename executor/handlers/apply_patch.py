@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
@@ -43,6 +43,7 @@ __all__ = [
     "ApplyPatchCallKind",
     "envelope_resources",
     "gate_allow",
+    "gate_outcomes",
     "handle_apply_patch_call",
     "handle_apply_patch_custom_call",
 ]
@@ -125,6 +126,7 @@ async def _apply(
     allow: Allow,
     read_only_globs: Sequence[str],
     dry_run: bool,
+    on_applied: Applied | None = None,
 ) -> tuple[bool, str]:
     """(applied?, the text the model reads). Never raises: every call is answered, and
     describe() names unexpected bugs too."""
@@ -134,6 +136,8 @@ async def _apply(
         )
     except Exception as exc:
         return False, describe(exc)
+    if on_applied is not None and not dry_run:
+        await on_applied(result)
     return True, _report(result)
 
 
@@ -144,10 +148,11 @@ async def handle_apply_patch_call(
     allow: Allow,
     read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
     dry_run: bool = False,
+    on_applied: Applied | None = None,
 ) -> ApplyPatchCallOutput:
     """Apply one ``apply_patch_call`` and build its ``apply_patch_call_output``."""
     ok, text = await _apply(lambda: [_operation(item)], session, allow=allow,
-                            read_only_globs=read_only_globs, dry_run=dry_run)
+                            read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
     out: ApplyPatchCallOutput = {
         "type": "apply_patch_call_output",
         "call_id": item.call_id,
@@ -173,10 +178,11 @@ async def handle_apply_patch_custom_call(
     allow: Allow,
     read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
     dry_run: bool = False,
+    on_applied: Applied | None = None,
 ) -> ResponseCustomToolCallOutputParam:
     """Apply the envelope patch of a custom ``apply_patch`` call; the output text tells how."""
     _, text = await _apply(lambda: _envelope_operations(item), session, allow=allow,
-                           read_only_globs=read_only_globs, dry_run=dry_run)
+                           read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
     out: ResponseCustomToolCallOutputParam = {
         "type": "custom_tool_call_output",
         "call_id": item.call_id,
@@ -202,6 +208,22 @@ def file_key(path: str) -> ResourceKey:
 def envelope_resources(text: str) -> list[ResourceKey]:
     """The files an envelope patch touches, sorted (locks are taken in one order: no deadlock)."""
     return sorted({file_key(a or b) for a, b in _ENVELOPE_PATH.findall(text)})
+
+
+#: called with what a patch did, once it is committed
+Applied = Callable[[PatchResult], Awaitable[None]]
+
+
+def gate_outcomes(gate: Gate | None, call_id: str) -> Applied:
+    """Every file a committed patch changed, recorded by the gate beside its decisions."""
+
+    async def applied(result: PatchResult) -> None:
+        if gate is not None:
+            for change in result.changes:
+                await gate.outcome("patch", change.path, call_id=call_id, ok=True,
+                                   detail="deleted" if change.content is None else "written")
+
+    return applied
 
 
 def gate_allow(gate: Gate | None, call_id: str, size_bytes: int) -> Allow:
@@ -254,6 +276,7 @@ class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
         assert tb.session is not None  # unavailable() said so
         out = await handle_apply_patch_call(
             call, tb.session, allow=gate_allow(tb.gate, call.call_id, _size(call)),
+            on_applied=gate_outcomes(tb.gate, call.call_id),
             read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
         return dict(out)
 

@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import Any, Literal
+
+from sandloop.hostfiles import HostDir
 
 from .state import CALL_OUTPUT_TYPES, call_key
 
@@ -56,14 +58,15 @@ class Exchange:
 class CassetteRecorder:
     """Writes exchanges to a JSONL file as they happen (flushed line by line, thread-safe).
 
-    The file is truncated when the recorder opens it. Use it as a context manager, or call
-    :meth:`close`.
+    The file is emptied when the recorder opens it. It is written through a
+    :class:`~sandloop.hostfiles.HostDir`: a name turned into a symlink is refused, never followed.
+    Use it as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        self._dir = HostDir(self.path.parent)
+        self._dir.replace(self.path.name, b"")
         self._lock = threading.Lock()
 
     def record(self, request_body: Mapping[str, Any], response: Mapping[str, Any]) -> None:
@@ -71,12 +74,11 @@ class CassetteRecorder:
         line = json.dumps({"request": request_body, "response": response},
                           ensure_ascii=False, separators=(",", ":"))
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            self._dir.append(self.path.name, (line + "\n").encode("utf-8"))
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            self._dir.close()
 
     def __enter__(self) -> CassetteRecorder:
         return self

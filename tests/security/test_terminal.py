@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 
 from executor.testing import FakeResponsesServer, ScriptedModel, function_call, message, shell_call
 from sandloop.text import visible
+from tests.pty_run import run_in_pty
 
 pytestmark = pytest.mark.docker
 
@@ -54,27 +53,7 @@ def _run(args: list[str], *, tty: bool) -> str:
     if not tty:
         done = subprocess.run(cmd, env=env, capture_output=True, timeout=180)
         return (done.stdout + done.stderr).decode("utf-8", "replace")
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(cmd, env={**env, "TERM": "xterm-256color"}, stdin=follower, stdout=follower,
-                            stderr=follower, close_fds=True)
-    os.close(follower)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([leader], [], [], 180)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(leader, 65536)
-        except OSError:  # the child closed its side
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(leader)
-    # the terminal's own line discipline turns every newline into CR LF
-    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return run_in_pty(cmd, {**env, "TERM": "xterm-256color"})
 
 
 @pytest.mark.parametrize("tty", [False, True], ids=["piped", "tty"])
