@@ -119,11 +119,12 @@ class RequestLog:
             self._screenshots = self.folder.subdir("screenshots")
         return self._screenshots
 
-    def _clean(self, record: dict[str, Any]) -> Any:
+    def clean(self, record: dict[str, Any]) -> Any:
+        """``record`` as this log writes it: secrets masked, screenshots stored and referenced."""
         return redact(record, images_dir=self.screenshots, literal=self._literal)
 
     def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(self._clean(record), ensure_ascii=False, default=str)
+        line = json.dumps(self.clean(record), ensure_ascii=False, default=str)
         self.folder.append(self.path.name, (line + "\n").encode("utf-8"))
 
     def _base(self, kind: str, turn: int) -> dict[str, Any]:
@@ -146,7 +147,7 @@ class RequestLog:
         extra = self.summary_fields() if self.summary_fields is not None else {}
         record = {**self._base("summary", len(data.get("turns", []))), "result": data, **extra}
         self._write(record)
-        clean: dict[str, Any] = self._clean(record)
+        clean: dict[str, Any] = self.clean(record)
         text = json.dumps(clean, indent=2, ensure_ascii=False, default=str) + "\n"
         self.folder.replace(SUMMARY_NAME, text.encode("utf-8"))
         return clean

@@ -50,6 +50,8 @@ class CallRecord:
     outcome: str = ""
     duration_s: float = 0.0
     background: bool = False  # an async tool left running
+    #: what the model was sent for this call (None while it runs in the background)
+    output: dict[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -167,6 +169,7 @@ class Dispatcher:
         record.duration_s = time.perf_counter() - start
         if output is not None:
             record.ok, record.outcome = kind.outcome(output)
+            record.output = output
         self.on_event("call_end", {"call_id": record.call_id, "type": record.type,
                                    "ok": record.ok, "outcome": record.outcome,
                                    "duration_s": record.duration_s,

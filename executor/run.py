@@ -143,9 +143,14 @@ class RunOutcome:
     result: RunResult
     folder: Path
     audit_head: str
+    log: RequestLog | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.result.to_json(), "run_dir": str(self.folder), "audit_head": self.audit_head}
+        """The result with every call's output, as the log holds them (screenshots by reference)."""
+        data = self.result.to_json()
+        if self.log is not None:
+            data = self.log.clean(data)
+        return {**data, "run_dir": str(self.folder), "audit_head": self.audit_head}
 
 
 @contextlib.asynccontextmanager
@@ -213,8 +218,8 @@ async def run_task(opts: RunOptions, console: Console, *,
                 result = await loop.run(opts.task)
             finally:
                 if loop.interrupted is not None and interrupted is not None:
-                    interrupted.append(RunOutcome(loop.interrupted, files.folder, str(head())))
-            return RunOutcome(result, files.folder, str(head()))
+                    interrupted.append(RunOutcome(loop.interrupted, files.folder, str(head()), log))
+            return RunOutcome(result, files.folder, str(head()), log)
     finally:
         if recorder is not None:
             recorder.close()

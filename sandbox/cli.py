@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from sandloop.errors import SandloopError
+from sandloop.errors import ConfigError, SandboxUnavailable, SandloopError
 
 from . import images
 from .docker import DockerConfig, DockerSession, container_user, reap
@@ -53,8 +53,7 @@ def _gc(args: argparse.Namespace) -> int:
         client = docker.from_env()
         removed = reap(client, everything=args.all)
     except docker.errors.DockerException as exc:
-        print(f"sandloop gc: no Docker engine answers: {exc}")
-        return 1
+        raise SandboxUnavailable(f"no Docker engine answers: {exc}") from None
     if args.json:
         print(json.dumps([{"container": name, "reason": reason} for name, reason in removed]))
     else:
@@ -110,6 +109,8 @@ def doctor_report(repo: Path, runtime: str | None = None) -> dict[str, Any]:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    if not args.repo.is_dir():
+        raise ConfigError(f"--repo {args.repo} is not a directory")
     report = doctor_report(args.repo, args.runtime)
     if args.json:
         print(json.dumps(report, indent=2))

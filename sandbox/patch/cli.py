@@ -44,11 +44,27 @@ def _api_operation(text: str) -> v4a.FileOp:
         raise PatchParseError(f"--op: not JSON: {exc}") from None
     if isinstance(data, dict) and "operation" in data:
         data = data["operation"]  # a whole apply_patch_call item
+    kinds = {"create_file", "update_file", "delete_file"}
+    if not isinstance(data, dict):
+        raise PatchParseError("--op: expected a JSON object with type, path and (to create or update) diff")
+    if data.get("type") not in kinds:
+        raise PatchParseError(f"--op: type must be one of {', '.join(sorted(kinds))}, "
+                              f"not {json.dumps(data.get('type'))}")
     try:
         op = TypeAdapter(Operation).validate_python(data)
     except ValidationError as exc:
-        raise PatchParseError(f"--op: not an apply_patch operation: {exc}") from None
+        # Only the errors of the branch the type names; one line, no documentation URLs.
+        problems = [f"{'.'.join(str(p) for p in err['loc'][1:]) or 'operation'}: {err['msg'].lower()}"
+                    for err in exc.errors(include_url=False)
+                    if err["loc"] and _branch_type(str(err["loc"][0])) == data["type"]]
+        raise PatchParseError(f"--op: {data['type']}: {'; '.join(problems) or 'invalid'}") from None
     return v4a.from_api(op.type, op.path, getattr(op, "diff", None))
+
+
+def _branch_type(model_name: str) -> str:
+    """``OperationCreateFile`` → ``create_file``: the union branch pydantic names in an error."""
+    name = model_name.removeprefix("Operation")
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 def _read(source: str) -> str:

@@ -38,10 +38,15 @@ def test_demo_offline_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     log = tmp_path / "reports" / "live-requests.jsonl"
     record = tmp_path / "demo.cassette.jsonl"
     code = main(["run", "--demo", "--browser", "local", "--log", str(log), "--record",
-                 str(record)])
+                 str(record), "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert "The tests pass now." in out.out
+    result = json.loads(out.out)
+    assert "The tests pass now." in result["final_text"] and result["run_dir"] == str(log.parent)
+    outputs = {call["type"]: call["output"] for turn in result["turns"] for call in turn["calls"]}
+    # --json carries what each call answered; screenshots as references to the run's files
+    assert "Ran 2 tests" in json.dumps(outputs["shell_call"])
+    assert outputs["computer_call"]["output"]["image_url"].startswith("screenshot:sha256:")
     assert "apply_patch_call" in out.err and "computer_call" in out.err
     assert (DEMO_DIR / "repo" / "calc.py").read_text() == before  # the demo works on a copy
     kinds = [json.loads(line)["kind"] for line in log.read_text().splitlines()]

@@ -91,6 +91,22 @@ def test_no_docker_engine_is_one_line(tmp_path: Path) -> None:
     _one_line_error(done, 1, "sandbox unavailable")
 
 
+@pytest.mark.parametrize("args", [["doctor", "--repo", "/nonexistent/repo"],
+                                  ["doctor", "--json", "--repo", "/nonexistent/repo"]])
+def test_doctor_on_a_missing_repo_is_a_usage_error(args: list[str]) -> None:
+    done = _run(*args)
+    _one_line_error(done, 2, "/nonexistent/repo")
+    if "--json" in args:
+        assert json.loads(done.stdout)["exit_code"] == 2
+
+
+@pytest.mark.parametrize("command", ["gc", "doctor"])
+def test_sandbox_commands_without_an_engine_are_one_line(tmp_path: Path, command: str) -> None:
+    done = _run(command, "--json", env={"DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"})
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    assert json.loads(done.stdout)  # --json: a JSON object on the failure path too
+
+
 @pytest.mark.docker
 def test_an_unreachable_api_names_its_url(user_workspace: Path, docker_client: object) -> None:
     done = _run("run", "do it", "--repo", str(user_workspace), "--base-url", "http://127.0.0.1:9/v1")

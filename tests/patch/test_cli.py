@@ -51,11 +51,19 @@ def test_op_json_and_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (tmp_path / "a.txt").read_text() == "z\n"
 
 
-def test_bad_op_json_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    op = tmp_path / "op.json"
-    op.write_text(json.dumps({"type": "rename_file", "path": "a"}))
-    assert cli.main(["--root", str(tmp_path), "--op", str(op)]) == 1
-    assert "not an apply_patch operation" in capsys.readouterr().err
+@pytest.mark.parametrize(("op", "says"), [
+    ({"type": "rename_file", "path": "a"}, 'one of create_file, delete_file, update_file, not "rename_file"'),
+    ({"type": "update_file", "path": "a"}, "update_file: diff: field required"),
+    ({"type": "create_file", "path": 3, "diff": "+a"}, "create_file: path: input should be a valid string"),
+    ([1, 2], "expected a JSON object"),
+])
+def test_a_bad_op_is_one_line_naming_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 op: object, says: str) -> None:
+    path = tmp_path / "op.json"
+    path.write_text(json.dumps(op))
+    assert cli.main(["--root", str(tmp_path), "--op", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "http" not in err
 
 
 def test_unified_diff_is_detected(tmp_path: Path) -> None:
