@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -195,6 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     try:
         code: int = args.func(args)
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing more can be said to it, and Python must not
+        # complain when it flushes stdout on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

@@ -1,6 +1,6 @@
 """``sandloop run --demo``: the bundled scenario, end to end, through the real parts.
 
-examples/demo/ holds a tiny repo whose test fails, a status page, and the task. The demo
+executor/demo_assets/ holds a tiny repo whose test fails, a status page, and the task. The demo
 copies the repo to a temporary directory, serves the page on 127.0.0.1, and runs the task
 through the real loop, the real ``openai`` client, a Docker sandbox and Chromium. Without
 ``OPENAI_API_KEY`` the model side is the scripted model below, served by the strict fake
@@ -29,7 +29,7 @@ from executor.run import BudgetOverrides, RunOptions
 
 __all__ = ["DEMO_DIR", "demo_model", "page_server", "scenario"]
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "examples" / "demo"
+DEMO_DIR = Path(__file__).resolve().parent / "demo_assets"
 
 FIX = "@@ def add(a: int, b: int) -> int:\n-    return a - b\n+    return a + b\n"
 

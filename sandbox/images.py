@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import sys
+import tarfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -18,7 +20,8 @@ import docker.errors
 
 __all__ = ["DOCKERFILE", "TARGETS", "build", "ensure", "image_name", "package_version"]
 
-DOCKERFILE = Path(__file__).resolve().parent.parent / "Dockerfile.sandbox"
+# Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
+DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
 TARGETS = ("shell", "browser")
 REPOSITORY = "sandloop-sandbox"
 _HASH_LABEL = "sandloop.dockerfile-sha256"
@@ -48,14 +51,28 @@ def is_current(client: docker.DockerClient, target: str) -> bool:
     return labels.get(_HASH_LABEL) == _dockerfile_hash()
 
 
+def _context() -> io.BytesIO:
+    data = DOCKERFILE.read_bytes()
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        entry = tarfile.TarInfo("Dockerfile")
+        entry.size, entry.mode = len(data), 0o644
+        tar.addfile(entry, io.BytesIO(data))
+    archive.seek(0)
+    return archive
+
+
 def build(client: docker.DockerClient, target: str) -> str:
     """Build one target; returns the image name. Raises docker.errors.BuildError with the log."""
     name = image_name(target)
     started = time.monotonic()
     print(f"bootstrap: building {name} from {DOCKERFILE.name} (target {target})", flush=True)
+    # The Dockerfile copies nothing in, so the build context is the Dockerfile alone: no checkout
+    # (or site-packages) is ever sent to the engine, wherever sandloop is installed.
     client.images.build(
-        path=str(DOCKERFILE.parent),
-        dockerfile=DOCKERFILE.name,
+        fileobj=_context(),
+        custom_context=True,
+        dockerfile="Dockerfile",
         target=target,
         tag=name,
         labels={_HASH_LABEL: _dockerfile_hash()},

@@ -21,6 +21,8 @@ def _modules() -> list[str]:
     names = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
+            if not all((folder / "__init__.py").exists() for folder in path.parents if ROOT in folder.parents):
+                continue  # data shipped with a package (the demo's repository), not a module of ours
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()

@@ -147,3 +147,16 @@ def test_ctrl_c_prints_the_summary_cleans_up_and_exits_130(user_workspace: Path,
     assert left == []
     kinds = [json.loads(line)["kind"] for line in log.read_text().splitlines()]
     assert kinds[-1] == "summary"
+
+
+@pytest.mark.parametrize("args", [["policy", "schema"], ["--version"],
+                                  ["policy", "explain", "default", "--json", "--", "ls"]])
+def test_a_reader_that_went_away_is_no_traceback(args: list[str]) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head` that has already stopped reading
+    try:
+        done = subprocess.run([*SANDLOOP, *args], stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert done.returncode in (0, 128 + signal.SIGPIPE)
