@@ -94,7 +94,8 @@ def doctor_report(repo: Path, runtime: str | None = None) -> dict[str, Any]:
     report["runtimes_available"] = sorted((info.get("Runtimes") or {}).keys())
     report["default_runtime"] = info.get("DefaultRuntime")
     report["images"] = {
-        images.image_name(t): "current" if images.is_current(client, t) else "missing or stale (run scripts/bootstrap)"
+        images.image_name(t): f"current, {images.size_mb(client, t)} MB" if images.is_current(client, t)
+        else "missing or stale (run scripts/bootstrap)"
         for t in images.TARGETS
     }
     user, why = container_user(repo.resolve())

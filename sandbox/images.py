@@ -18,11 +18,12 @@ from pathlib import Path
 import docker
 import docker.errors
 
-__all__ = ["DOCKERFILE", "TARGETS", "build", "ensure", "image_name", "package_version"]
+__all__ = ["DOCKERFILE", "TARGETS", "build", "ensure", "image_name", "package_version", "size_mb"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
-TARGETS = ("shell", "browser")
+#: ``shell`` is the default sandbox, ``minimal`` the small alternative, ``browser`` Chromium.
+TARGETS = ("shell", "minimal", "browser")
 REPOSITORY = "sandloop-sandbox"
 _HASH_LABEL = "sandloop.dockerfile-sha256"
 
@@ -35,7 +36,17 @@ def package_version() -> str:
 
 
 def image_name(target: str) -> str:
-    return f"{REPOSITORY}:{target}-{package_version()}"
+    # The Dockerfile's hash is in the tag, so two checkouts (or versions) with different
+    # Dockerfiles each keep their own images instead of rebuilding each other's.
+    return f"{REPOSITORY}:{target}-{package_version()}-{_dockerfile_hash()[:12]}"
+
+
+def size_mb(client: docker.DockerClient, target: str) -> float | None:
+    """The image's size in MB (None when it is not built)."""
+    try:
+        return round(int(client.images.get(image_name(target)).attrs.get("Size", 0)) / 1e6, 1)
+    except docker.errors.ImageNotFound:
+        return None
 
 
 def _dockerfile_hash() -> str:
@@ -80,7 +91,8 @@ def build(client: docker.DockerClient, target: str) -> str:
         forcerm=True,
         pull=False,
     )
-    print(f"bootstrap: built {name} in {time.monotonic() - started:.1f}s", flush=True)
+    print(f"bootstrap: built {name} in {time.monotonic() - started:.1f}s ({size_mb(client, target)} MB)",
+          flush=True)
     return name
 
 
@@ -99,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     client = docker.from_env()
     for target in args.target or TARGETS:
         if args.command == "list":
-            state = "current" if is_current(client, target) else "missing or stale"
+            state = f"{size_mb(client, target)} MB" if is_current(client, target) else "missing or stale"
             print(f"{image_name(target)}: {state}")
             continue
         try:
@@ -109,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.write(str(chunk.get("stream", "")) if isinstance(chunk, dict) else str(chunk))
             print(f"bootstrap: building {target} failed: {exc}", file=sys.stderr)
             return 1
-        print(f"bootstrap: image {name} ready", flush=True)
+        print(f"bootstrap: image {name} ready ({size_mb(client, target)} MB)", flush=True)
     return 0
 
 

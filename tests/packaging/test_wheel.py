@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -24,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``sandloop`` script of a fresh venv that has the wheel installed."""
     where = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(where)],
+    # Built from a copy: setuptools leaves build/ and *.egg-info behind in the tree it builds.
+    source = shutil.copytree(ROOT, where / "source", symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".build", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source), "-w", str(where)],
                    check=True, timeout=600)
     wheel = next(where.glob("sandloop-*.whl"))
     env_dir = where / "venv"
@@ -54,7 +58,7 @@ def test_doctor_and_the_demo_run_from_the_installed_wheel(installed: Path, tmp_p
     doctor = _run(installed, "doctor", "--json", "--repo", str(tmp_path), cwd=tmp_path)
     report = json.loads(doctor.stdout)
     assert doctor.returncode == 0 and report["ok"], doctor.stdout + doctor.stderr
-    assert all(state == "current" for state in report["images"].values())
+    assert all(state.startswith("current, ") for state in report["images"].values()), report["images"]
     demo = _run(installed, "run", "--demo", "--json", "--browser", "local", cwd=tmp_path)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     result = json.loads(demo.stdout)
