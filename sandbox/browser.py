@@ -23,6 +23,13 @@ each Location is checked first, then a navigation's hop becomes a navigation of 
 and checked again) and a subresource's hop is fetched on the host. A crashed browser is
 restarted and the call still gets a screenshot; a bad action is reported in
 :attr:`Screenshot.notes`, never raised.
+
+After every action the page settles (:meth:`PlaywrightBrowser._settle`): a navigation the
+action started — a link, a submission by ENTER or click, ``location`` set now or from a timer
+its handler set, a history step, a redirect — is waited for until the new document has loaded,
+so the next action and the screenshot see the new page, not the old one or a blank one. The
+wait is bounded by ``BrowserConfig.settle_timeout_s`` and ``navigation_timeout_s``; past them
+the screenshot shows how far the page got, and a note says so.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from openai.types.responses import computer_action as ca
 from PIL import Image
@@ -66,6 +73,7 @@ from playwright.async_api import (
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
@@ -131,22 +139,77 @@ _ACTIONS: dict[str, type[BaseModel]] = {
     "wait": ca.Wait,
     "screenshot": ca.Screenshot,
 }
-# A navigation an action starts (link, location=…) is announced to the old document by the
-# Navigation API's `navigate` event before the input event returns; a form submission only by its
-# `submit` event (the navigation itself starts in a later task). Playwright's `request` event can
-# arrive after our next round trip, so the page keeps flags and the settle round trip reads and
-# clears them (after a timer tick, or a frame after a scroll/drag).
+# What each document tells the settle step (PlaywrightBrowser._settle), installed before the
+# page's own scripts. The host learns of a navigation from Playwright's events, but only after
+# it started: a form submission starts its navigation in a later task, and the `request` event
+# can arrive after our next round trip. So the document keeps, until read:
+# * that a navigation was announced: the Navigation API's `navigate` event for another document
+#   (a link, location=…, history, a submission), or a `submit` (not method=dialog), unless it
+#   was prevented or intercepted (a single-page app's router keeps it in the document);
+# * the timers its input handlers set (a click that navigates 300 ms later): timers set while an
+#   input event is being handled, or by such a timer, are followed (see `settle`) when due within
+#   the horizon the host passes (BrowserConfig.follow_timers_s). The wrappers keep setTimeout's
+#   behaviour; an input task is "over" at the first timer turn after it (its own 0 ms timers
+#   are queued behind that one, so they are still counted).
+# `settle(frame, horizon)` waits a frame (after a scroll or drag, so the capture shows where the
+# page ended up) and a timer tick, follows those timers, then reads and clears the announcement.
 _NAV_WATCH_JS = """(() => {
-  if (window.navigation) navigation.addEventListener('navigate', e => {
-    if (!e.destination.sameDocument) window.__sandloopNavigating = true; });
-  window.addEventListener('submit', e => { window.__sandloopSubmit = e; }, true);
+  if (window.__sandloop) return;
+  const w = window, realSet = w.setTimeout.bind(w);
+  const realClear = w.clearTimeout.bind(w), realClearInterval = w.clearInterval.bind(w);
+  const timers = new Map();  // id -> when it is due (performance.now() ms)
+  let navigating = null, submit = null, inInput = false, inTimer = 0;
+  const input = ['pointerdown', 'pointerup', 'mousedown', 'mouseup', 'click', 'dblclick', 'auxclick',
+                 'contextmenu', 'keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'change', 'submit'];
+  for (const type of input) w.addEventListener(type, e => {
+    if (type === 'submit') submit = e;
+    if (e.isTrusted && !inInput) { inInput = true; realSet(() => { inInput = false; }, 0); }
+  }, true);
+  const nav = w.navigation;
+  if (nav) {
+    nav.addEventListener('navigate', e => {
+      if (!e.destination.sameDocument && !e.downloadRequest) navigating = e; });
+    // an intercepted navigation (a single-page app's router) stays in this document
+    const handled = () => { navigating = null; submit = null; };
+    nav.addEventListener('navigatesuccess', handled);
+    nav.addEventListener('navigateerror', handled);
+  }
+  w.setTimeout = function setTimeout(handler, ms, ...args) {
+    if (!(inInput || inTimer) || typeof handler !== 'function') return realSet(handler, ms, ...args);
+    const id = realSet(() => {
+      timers.delete(id); inTimer++;
+      try { handler.apply(w, args); } finally { inTimer--; }
+    }, ms);
+    timers.set(id, performance.now() + Math.max(0, Number(ms) || 0));
+    return id;
+  };
+  // timeouts and intervals share one id space: either call may clear a timeout
+  w.clearTimeout = function clearTimeout(id) { timers.delete(id); realClear(id); };
+  w.clearInterval = function clearInterval(id) { timers.delete(id); realClearInterval(id); };
+  const tick = ms => new Promise(resolve => realSet(resolve, ms));
+  const leaves = e => !e.defaultPrevented && !(nav && nav.transition);  // not stopped, not intercepted
+  const dialog = e => ((e.submitter && e.submitter.getAttribute('formmethod')) || e.target.method) === 'dialog';
+  const announced = () => navigating ? leaves(navigating) : !!submit && leaves(submit) && !dialog(submit);
+  async function settle(frame, horizon) {
+    if (frame) await new Promise(resolve => requestAnimationFrame(() => resolve()));
+    await tick(0);
+    const until = performance.now() + horizon;
+    // a followed timer leaves the map when it runs or is cleared; the grace covers a late one
+    while (!announced() && performance.now() < until + 250) {
+      let next = -1;
+      for (const due of timers.values()) if (due <= until && due > next) next = due;
+      if (next < 0) break;
+      // a whole millisecond past the last one (delays are whole ms), then a turn for what it did
+      await tick(Math.max(0, Math.ceil(next - performance.now()) + 1));
+      await tick(0);
+    }
+    const result = announced();
+    navigating = null; submit = null;
+    return result;
+  }
+  Object.defineProperty(w, '__sandloop', { value: Object.freeze({ settle }) });
 })();"""
-_SETTLE_JS = """frame => new Promise(resolve => {
-  const done = () => {
-    const submit = window.__sandloopSubmit;
-    const v = !!window.__sandloopNavigating || (!!submit && !submit.defaultPrevented);
-    window.__sandloopNavigating = false; window.__sandloopSubmit = null; resolve(v); };
-  frame ? requestAnimationFrame(() => setTimeout(done, 0)) : setTimeout(done, 0); })"""
+_SETTLE_JS = "([frame, horizon]) => window.__sandloop ? window.__sandloop.settle(frame, horizon) : false"
 # What an allowed navigation redirect is answered with (see PlaywrightBrowser._forward): a stub
 # document that replaces itself with the target once loaded, so the next hop is a navigation of
 # its own, routed and checked, and the page ends up at the target's URL and origin.
@@ -182,8 +245,16 @@ class BrowserConfig:
     #: URL as the page wrote it, and the server gets the original Host header. Plain http only:
     #: an https URL rewritten to an address would fail its certificate check.
     resolve: Mapping[str, str] = field(default_factory=dict)
+    #: How long a navigation may take to commit and load, whether page.goto or an action
+    #: started it (the screenshot is then taken anyway, with a note).
     navigation_timeout_s: float = 15.0
-    settle_timeout_s: float = 5.0  # how long to let a navigation an action started land
+    #: How long a navigation an action announced may take to start (a submission starts its
+    #: request in a later task).
+    settle_timeout_s: float = 5.0
+    #: A timer an action's input handlers set that fires within this many seconds is waited for,
+    #: since it may navigate ("redirecting…"); longer ones are not (a toast's 3 s "hide" would
+    #: cost 3 s and hide what the model should see). 0 turns this off; capped by settle_timeout_s.
+    follow_timers_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -292,6 +363,72 @@ def _blocked_page(url: str, verdict: Verdict) -> str:
     )
 
 
+class _MainFrameNavigations:
+    """What the host has seen of main-frame navigations, from Playwright's page events.
+
+    ``seq`` moves on every start, commit and end, so "did anything happen since this action
+    began?" is one comparison, whichever document the page shows now. ``in_flight`` holds, per
+    page, the navigation request that has not yet committed or failed.
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self._pending: dict[Page, Request] = {}
+        self._changed = asyncio.Event()
+
+    def _bump(self) -> None:
+        self.seq += 1
+        self._changed.set()
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._pending)
+
+    def pending_url(self) -> str | None:
+        return next((request.url for request in self._pending.values()), None)
+
+    def started(self, page: Page, request: Request) -> None:
+        self._pending[page] = request  # a newer navigation supersedes the older one
+        self._bump()
+
+    def committed(self, page: Page, url: str) -> None:
+        request = self._pending.get(page)
+        # A same-document navigation (pushState, #hash) while a request is out ends nothing.
+        if request is not None and urldefrag(request.url).url == urldefrag(url).url:
+            del self._pending[page]
+        self._bump()
+
+    def ended(self, page: Page, request: Request | None = None) -> None:
+        """The page's navigation failed (``request``), or any it had is over (a new document
+        parsed, the page closed or crashed)."""
+        if request is None or self._pending.get(page) is request:
+            self._pending.pop(page, None)
+        self._bump()
+
+    def forget(self) -> None:
+        self._pending.clear()
+        self._bump()
+
+    async def moved(self, since: int, deadline: float) -> bool:
+        """Wait until anything happened after ``since`` (a ``seq``), by ``deadline`` (loop time)."""
+        return await self._until(lambda: self.seq != since, deadline)
+
+    async def idle(self, deadline: float) -> bool:
+        """Wait until no navigation request is in flight, by ``deadline`` (loop time)."""
+        return await self._until(lambda: not self._pending, deadline)
+
+    async def _until(self, condition: Callable[[], bool], deadline: float) -> bool:
+        loop = asyncio.get_running_loop()
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+
 class PlaywrightBrowser(Browser):
     """All page logic; subclasses only say how to get a Playwright ``Browser``."""
 
@@ -304,7 +441,8 @@ class PlaywrightBrowser(Browser):
         self._page: Page | None = None
         self._crashed = False
         self._lock = asyncio.Lock()
-        self._nav_done = asyncio.Event()  # a main-frame navigation committed or failed
+        self._navs = _MainFrameNavigations()
+        self._watched: set[Page] = set()  # pages whose events we listen to
         self._blocked: dict[str, Verdict] = {}  # URLs we served the blocked page for
         # A main-frame redirect in flight (see _forward): cleared when a stub is served, set once
         # the document that ends the chain (a page, the blocked page, an error page) commits.
@@ -374,6 +512,8 @@ class PlaywrightBrowser(Browser):
         # the host side of every websocket goes with the pages that opened them
         await asyncio.gather(*(bridge.shut() for bridge in list(self._sockets)))
         browser, self._browser, self._context, self._page = self._browser, None, None, None
+        self._watched.clear()
+        self._navs.forget()  # a dead browser's pages never tell us their navigations ended
         if browser is not None:
             try:
                 await asyncio.wait_for(browser.close(), timeout=10)
@@ -403,17 +543,25 @@ class PlaywrightBrowser(Browser):
         """Make ``page`` the one the model sees (a popup replaces its opener on screen)."""
         self._page = page
         self._crashed = False
+        if page in self._watched:  # a page we open comes through the context's "page" event too
+            return
+        self._watched.add(page)
         page.on("crash", self._on_crash)
+        page.on("request", self._on_request)
         page.on("requestfailed", self._on_request_failed)
         page.on("framenavigated", self._on_frame_navigated)
+        page.on("domcontentloaded", self._navs.ended)
         page.on("download", self._on_download)
         page.on("close", self._on_page_close)
 
     def _on_crash(self, page: Page) -> None:
+        self._navs.ended(page)
         if page is self._page:
             self._crashed = True
 
     def _on_page_close(self, page: Page) -> None:
+        self._watched.discard(page)
+        self._navs.ended(page)
         if page is self._page and self._context is not None:
             others = [p for p in self._context.pages if not p.is_closed()]
             self._page = others[-1] if others else None
@@ -424,14 +572,18 @@ class PlaywrightBrowser(Browser):
         except PlaywrightError:  # no frame (service worker request)
             return False
 
+    def _on_request(self, request: Request) -> None:
+        if self._main_frame_nav(request):
+            self._navs.started(request.frame.page, request)
+
     def _on_request_failed(self, request: Request) -> None:
         if self._main_frame_nav(request):
-            self._nav_done.set()
+            self._navs.ended(request.frame.page, request)
             # not the end of a redirect chain yet: the error page it gets commits next
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         if frame.parent_frame is None:
-            self._nav_done.set()
+            self._navs.committed(frame.page, frame.url)
             self._chain_landed()
 
     def _chain_landed(self) -> None:
@@ -440,7 +592,6 @@ class PlaywrightBrowser(Browser):
             self._redirect_done.set()
 
     def _on_download(self, download: Download) -> None:
-        self._nav_done.set()
         log.info("download refused: %s", download.url)
 
     async def _ensure_page(self) -> tuple[Page, list[str]]:
@@ -628,19 +779,27 @@ class PlaywrightBrowser(Browser):
         else:
             await route.abort("blockedbyclient")
 
-    async def _through_redirects(self, page: Page) -> None:
-        """Wait until a redirect the main frame is following (see :meth:`_forward`) has landed."""
+    async def _through_redirects(self, page: Page, deadline: float | None = None) -> bool:
+        """Wait until a redirect the main frame is following (see :meth:`_forward`) has landed
+        and loaded (by ``deadline``, loop time; default: a navigation timeout from now)."""
         if self._redirect_done.is_set():
-            return
-        timeout = self.config.navigation_timeout_s
+            return True
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.config.navigation_timeout_s
         try:
-            await asyncio.wait_for(self._redirect_done.wait(), timeout)
+            await asyncio.wait_for(self._redirect_done.wait(), max(deadline - loop.time(), 0))
         except TimeoutError:  # the stub was left some other way; do not wait for it again
             log.info("a redirect from %s did not land", page.url)
             self._redirect_done.set()
-            return
-        with suppress(PlaywrightError):
-            await page.wait_for_load_state("load", timeout=timeout * 1000)
+            return False
+        try:
+            await page.wait_for_load_state("load", timeout=max(deadline - loop.time(), 0.001) * 1000)
+        except PlaywrightTimeoutError:
+            return False
+        except PlaywrightError:
+            pass  # closed or crashed: the capture restarts it
+        return True
 
     async def _on_websocket(self, ws: WebSocketRoute) -> None:
         """Bridge an allowed websocket through the host; close a blocked one (1008).
@@ -734,10 +893,13 @@ class PlaywrightBrowser(Browser):
         return shot
 
     async def _run_all(self, page: Page, actions: Sequence[ActionLike], display: Size) -> list[str]:
+        """Each action, then its settle step: the next action (and the capture) sees the page a
+        navigation it started has loaded, not the one it left."""
         notes: list[str] = []
-        self._nav_done.clear()
         scale = (self.viewport[0] / display[0], self.viewport[1] / display[1])
         for index, raw in enumerate(actions, 1):
+            since = self._navs.seq
+            failed = None
             try:
                 action = _parse_action(raw)
                 _check_bounds(action, display)
@@ -748,17 +910,14 @@ class PlaywrightBrowser(Browser):
             except PlaywrightError as exc:
                 if not await self._alive(page):
                     raise _Gone(f"the browser died during action {index}") from exc
-                notes.append(f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions)))
-                break
-            note = await self._recheck(page)
+                failed = f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions))
+            # even a failed action may have started a navigation (a history step that timed out)
+            notes.extend(await self._settle(page, since, frame=_moves_content(raw)))
+            page = self._page or page  # a popup the action opened is what the model sees now
+            note = failed or await self._recheck(page)
             if note:
                 notes.append(note)
                 break
-        if actions:
-            await self._settle(page, frame=any(_moves_content(a) for a in actions))
-            note = await self._recheck(page)
-            if note:
-                notes.append(note)
         return notes
 
     async def _do(self, page: Page, action: BaseModel, scale: tuple[float, float]) -> None:
@@ -823,29 +982,68 @@ class PlaywrightBrowser(Browser):
             for name in reversed(pressed):
                 await page.keyboard.up(name)
 
-    async def _settle(self, page: Page, *, frame: bool) -> None:
-        """Let the last action take effect, and a navigation it started land.
+    async def _settle(self, page: Page, since: int, *, frame: bool) -> list[str]:
+        """Let an action take effect and a navigation it started load; notes if one did not.
 
-        One round trip reads the page's navigation flag (_NAV_WATCH_JS); after a scroll or
-        drag it first waits a frame, so the capture shows where the page ended up. Clicks and
-        keys need no frame: the capture renders a fresh one anyway.
+        Two witnesses, because neither sees everything: the document's announcement
+        (_NAV_WATCH_JS, one round trip, which also follows the timers its handlers set) dies
+        with the document, and the host's events (:class:`_MainFrameNavigations`) come only once
+        a request is out. Anything from either since the action began means a navigation:
+        wait for its request (``settle_timeout_s``), then its commit and the new document's load
+        event and any redirect hops (``navigation_timeout_s`` in all), then ask the new document
+        again, since its own scripts may navigate on. Bounded: past the deadlines the capture
+        shows how far the page got, and a note says so.
         """
-        timeout = self.config.settle_timeout_s
+        config, loop = self.config, asyncio.get_running_loop()
+        horizon = max(0.0, min(config.follow_timers_s, config.settle_timeout_s))
+        start_by = loop.time() + config.settle_timeout_s + horizon
+        land_by: float | None = None
+        while True:
+            announced = await self._announced(page, frame, horizon)
+            if announced is None:
+                return []  # the page is gone or hung; the capture deals with it
+            quiet = self._navs.seq == since and not self._navs.in_flight
+            if quiet and not announced:
+                return []
+            if quiet and not await self._navs.moved(since, start_by):
+                return []  # announced, never started (stopped by the page, or a download)
+            if land_by is None:
+                land_by = loop.time() + config.navigation_timeout_s
+            since = self._navs.seq
+            landed = await self._navs.idle(land_by)
+            url = self._navs.pending_url()
+            page = self._page or page
+            if landed:
+                landed = await self._loaded(page, land_by)
+            if not landed:
+                where = url or page.url
+                return [f"{where} did not finish loading within {config.navigation_timeout_s:g} s; "
+                        "the screenshot shows how far it got"]
+            frame, horizon = False, 0.0
+
+    async def _announced(self, page: Page, frame: bool, horizon: float) -> bool | None:
+        """Did the document announce a navigation (see _NAV_WATCH_JS)? None: no answer."""
+        timeout = self.config.settle_timeout_s + horizon
         try:
-            navigating = bool(await asyncio.wait_for(page.evaluate(_SETTLE_JS, frame), timeout))
+            return bool(await asyncio.wait_for(page.evaluate(_SETTLE_JS, [frame, horizon * 1000]), timeout))
         except PlaywrightError as exc:
-            if not _navigated_away(exc):
-                return  # the page is gone; the capture restarts it
-            navigating = True  # the document was replaced under us: a navigation is landing
+            # the document was replaced under us: a navigation is landing
+            return True if _navigated_away(exc) else None
         except TimeoutError:
-            return
-        if not navigating:
-            return
-        with suppress(TimeoutError):  # a navigation that never commits (204, download)
-            await asyncio.wait_for(self._nav_done.wait(), timeout)
-        with suppress(PlaywrightError):  # still loading: the screenshot shows how far it got
-            await page.wait_for_load_state("load", timeout=timeout * 1000)
-        await self._through_redirects(page)
+            return None
+
+    async def _loaded(self, page: Page, deadline: float) -> bool:
+        """The shown document's load event, then the end of a redirect chain, by ``deadline``."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            await page.wait_for_load_state("load", timeout=max(remaining, 0.001) * 1000)
+        except PlaywrightTimeoutError:
+            return False
+        except PlaywrightError:
+            return True  # closed or crashed: the capture restarts it
+        if self._redirect_done.is_set():
+            return True
+        return await self._through_redirects(page, deadline)
 
     # -- capture ---------------------------------------------------------------------------
     async def _capture_or_restart(self, display: Size, notes: list[str]) -> Screenshot:

@@ -21,7 +21,6 @@ from sandloop.verdict import Decision, Verdict
 from tests.browser import pages
 from tests.browser.sockets import Echo, echo_server
 
-
 #: How long a held response may wait for its release before the server gives up on the test
 #: (a cleanup bound for the server's thread, never part of what a test asserts).
 HOLD_LIMIT_S = 120.0

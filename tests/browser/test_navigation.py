@@ -38,6 +38,8 @@ GO = (450, 65)  # the form's submit button
 LINK = (150, 170)  # a link to the results
 LATER = (150, 270)  # a button that navigates 300 ms later, from a timer
 TO_SEARCH = (150, 370)  # a link to the search page itself
+ROUTE = (150, 70)  # the app's link its router intercepts
+CLOSE = (150, 180)  # the app's dialog's close button (a method=dialog form)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module",
@@ -182,6 +184,24 @@ async def test_history_back_button(browser: PlaywrightBrowser, site: Site) -> No
     assert_rendered(shot, p.url("/results?q=before"), image)
 
 
+async def test_what_stays_in_the_document_is_not_waited_for(browser: PlaywrightBrowser, site: Site) -> None:
+    """An intercepted navigation and a method=dialog submission announce nothing to wait for.
+
+    The settle budget is made far longer than the call's deadline: a browser that waited for a
+    navigation that is not coming would miss the deadline.
+    """
+    base = f"/app-{uuid.uuid4().hex[:10]}"
+    site.add(base + "/app", pages.APP.replace("{base}", base))
+    await browser.navigate(site.url(base + "/app", host="allowed.test"))
+    with timeouts(browser, DEADLINE_S):
+        shot = await asyncio.wait_for(browser.perform([click(ROUTE)]), DEADLINE_S / 4)
+        assert shot.url == site.url(base + "/app/inbox", host="allowed.test") and shot.notes == ()
+        assert await browser.evaluate("document.body.dataset.route") == base + "/app/inbox"
+        shot = await asyncio.wait_for(browser.perform([click(CLOSE)]), DEADLINE_S / 4)
+        assert shot.notes == ()
+        assert await browser.evaluate("dialog.open") is False
+
+
 @contextmanager
 def timeouts(browser: PlaywrightBrowser, seconds: float) -> Iterator[None]:
     saved = browser.config
@@ -192,7 +212,23 @@ def timeouts(browser: PlaywrightBrowser, seconds: float) -> Iterator[None]:
         browser.config = saved
 
 
-async def test_a_navigation_that_never_answers_does_not_hang_the_call(
+async def test_a_page_that_never_finishes_loading_does_not_hang_the_call(
+    browser: PlaywrightBrowser, site: Site
+) -> None:
+    p = make_pages(site, image_held=True)
+    await browser.navigate(p.url("/search"))
+    try:
+        with timeouts(browser, 1.0):
+            shot = await asyncio.wait_for(browser.perform(search_by_enter("never")), DEADLINE_S)
+        assert p.image.arrived.is_set()
+        assert shot.url == p.url("/results?q=never")  # it got that far: the document is there
+        assert any("did not finish loading" in note for note in shot.notes), shot.notes
+    finally:
+        p.image.release()
+    assert (await browser.navigate(p.url("/search?after"))).title == "search"  # the session goes on
+
+
+async def test_a_document_that_never_answers_does_not_hang_the_call(
     browser: PlaywrightBrowser, site: Site
 ) -> None:
     p = make_pages(site, results_held=True)
@@ -201,8 +237,7 @@ async def test_a_navigation_that_never_answers_does_not_hang_the_call(
         with timeouts(browser, 1.0):
             shot = await asyncio.wait_for(browser.perform(search_by_enter("never")), DEADLINE_S)
         assert p.results.arrived.is_set()
-        assert any("did not finish loading" in note for note in shot.notes), shot.notes
+        assert shot.url != p.url("/results?q=never")  # still the form, or the browser's error page
     finally:
         p.results.release()
-    # and the session goes on
     assert (await browser.navigate(p.url("/search?after"))).title == "search"
