@@ -152,13 +152,14 @@ _ACTIONS: dict[str, type[BaseModel]] = {
 #   behaviour; an input task is "over" at the first timer turn after it (its own 0 ms timers
 #   are queued behind that one, so they are still counted).
 # `settle(frame, horizon)` waits a frame (after a scroll or drag, so the capture shows where the
-# page ended up) and a timer tick, follows those timers, then reads and clears the announcement.
+# page ended up) and a timer tick, follows those timers, then reads and clears the announcement:
+# 2 a navigation was announced, 1 timers were followed, 0 neither (the page kept still).
 _NAV_WATCH_JS = """(() => {
   if (window.__sandloop) return;
   const w = window, realSet = w.setTimeout.bind(w);
   const realClear = w.clearTimeout.bind(w), realClearInterval = w.clearInterval.bind(w);
   const timers = new Map();  // id -> when it is due (performance.now() ms)
-  let navigating = null, submit = null, inInput = false, inTimer = 0;
+  let navigating = null, submit = null, inInput = false, inTimer = 0, ran = false;
   const input = ['pointerdown', 'pointerup', 'mousedown', 'mouseup', 'click', 'dblclick', 'auxclick',
                  'contextmenu', 'keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'change', 'submit'];
   for (const type of input) w.addEventListener(type, e => {
@@ -177,7 +178,7 @@ _NAV_WATCH_JS = """(() => {
   w.setTimeout = function setTimeout(handler, ms, ...args) {
     if (!(inInput || inTimer) || typeof handler !== 'function') return realSet(handler, ms, ...args);
     const id = realSet(() => {
-      timers.delete(id); inTimer++;
+      timers.delete(id); inTimer++; ran = true;
       try { handler.apply(w, args); } finally { inTimer--; }
     }, ms);
     timers.set(id, performance.now() + Math.max(0, Number(ms) || 0));
@@ -194,22 +195,25 @@ _NAV_WATCH_JS = """(() => {
     if (frame) await new Promise(resolve => requestAnimationFrame(() => resolve()));
     await tick(0);
     const until = performance.now() + horizon;
+    let followed = ran;  // one already ran (a 0 ms timer): the page did not keep still
     // a followed timer leaves the map when it runs or is cleared; the grace covers a late one
     while (!announced() && performance.now() < until + 250) {
       let next = -1;
       for (const due of timers.values()) if (due <= until && due > next) next = due;
       if (next < 0) break;
+      followed = true;
       // a whole millisecond past the last one (delays are whole ms), then a turn for what it did
       await tick(Math.max(0, Math.ceil(next - performance.now()) + 1));
       await tick(0);
     }
-    const result = announced();
-    navigating = null; submit = null;
+    const result = announced() ? 2 : followed ? 1 : 0;
+    navigating = null; submit = null; ran = false;
     return result;
   }
   Object.defineProperty(w, '__sandloop', { value: Object.freeze({ settle }) });
 })();"""
-_SETTLE_JS = "([frame, horizon]) => window.__sandloop ? window.__sandloop.settle(frame, horizon) : false"
+_SETTLE_JS = "([frame, horizon]) => window.__sandloop ? window.__sandloop.settle(frame, horizon) : 0"
+_ANNOUNCED, _FOLLOWED, _STILL = 2, 1, 0
 # What an allowed navigation redirect is answered with (see PlaywrightBrowser._forward): a stub
 # document that replaces itself with the target once loaded, so the next hop is a navigation of
 # its own, routed and checked, and the page ends up at the target's URL and origin.
@@ -881,22 +885,31 @@ class PlaywrightBrowser(Browser):
             raise ValueError(f"display size must be positive, got {display}")
         async with self._lock:
             page, notes = await self._ensure_page()
+            early: bytes | None = None
             try:
-                notes.extend(await self._run_all(page, actions, display))
+                early = await self._run_all(page, actions, display, notes)
             except _Gone as gone:
                 notes.append(f"{gone}; the remaining actions were not run")
                 page, more = await self._ensure_page()
                 notes.extend(more)
-            shot = await self._capture_or_restart(display, notes)
+            shot = await self._capture_or_restart(display, notes, early)
         for note in shot.notes:
             log.info("computer action note: %s", note)
         return shot
 
-    async def _run_all(self, page: Page, actions: Sequence[ActionLike], display: Size) -> list[str]:
+    async def _run_all(
+        self, page: Page, actions: Sequence[ActionLike], display: Size, notes: list[str]
+    ) -> bytes | None:
         """Each action, then its settle step: the next action (and the capture) sees the page a
-        navigation it started has loaded, not the one it left."""
-        notes: list[str] = []
+        navigation it started has loaded, not the one it left.
+
+        The capture is started alongside the last action's settle round trip, which is then off
+        the critical path of the usual call (one click, nothing navigates): it is returned only
+        if the settle found the page still (no navigation, no timers followed, nothing replaced),
+        else dropped and the caller captures afresh. A scroll or drag settles on a frame first.
+        """
         scale = (self.viewport[0] / display[0], self.viewport[1] / display[1])
+        png, keep = None, False
         for index, raw in enumerate(actions, 1):
             since = self._navs.seq
             failed = None
@@ -911,14 +924,23 @@ class PlaywrightBrowser(Browser):
                 if not await self._alive(page):
                     raise _Gone(f"the browser died during action {index}") from exc
                 failed = f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions))
-            # even a failed action may have started a navigation (a history step that timed out)
-            notes.extend(await self._settle(page, since, frame=_moves_content(raw)))
-            page = self._page or page  # a popup the action opened is what the model sees now
-            note = failed or await self._recheck(page)
+            moves = _moves_content(raw)
+            early = None
+            if index == len(actions) and failed is None and not moves:
+                early = asyncio.ensure_future(self._screenshot(page))
+            try:
+                # even a failed action may have started a navigation (a history step that timed out)
+                settle_notes, still = await self._settle(page, since, frame=moves)
+                notes.extend(settle_notes)
+                shown = self._page or page  # a popup the action opened is what the model sees now
+                note = failed or await self._recheck(shown)
+            finally:
+                png = await _result(early)
             if note:
                 notes.append(note)
-                break
-        return notes
+                return None
+            keep, page = still and shown is page, shown
+        return png if keep else None
 
     async def _do(self, page: Page, action: BaseModel, scale: tuple[float, float]) -> None:
         sx, sy = scale
@@ -982,8 +1004,9 @@ class PlaywrightBrowser(Browser):
             for name in reversed(pressed):
                 await page.keyboard.up(name)
 
-    async def _settle(self, page: Page, since: int, *, frame: bool) -> list[str]:
-        """Let an action take effect and a navigation it started load; notes if one did not.
+    async def _settle(self, page: Page, since: int, *, frame: bool) -> tuple[list[str], bool]:
+        """Let an action take effect and a navigation it started load; notes if one did not, and
+        whether the page kept still (no navigation, no timers to follow).
 
         Two witnesses, because neither sees everything: the document's announcement
         (_NAV_WATCH_JS, one round trip, which also follows the timers its handlers set) dies
@@ -998,15 +1021,16 @@ class PlaywrightBrowser(Browser):
         horizon = max(0.0, min(config.follow_timers_s, config.settle_timeout_s))
         start_by = loop.time() + config.settle_timeout_s + horizon
         land_by: float | None = None
+        first = True
         while True:
-            announced = await self._announced(page, frame, horizon)
-            if announced is None:
-                return []  # the page is gone or hung; the capture deals with it
+            said = await self._ask(page, frame, horizon)
+            if said is None:
+                return [], False  # the page is gone or hung; the capture deals with it
             quiet = self._navs.seq == since and not self._navs.in_flight
-            if quiet and not announced:
-                return []
+            if quiet and said != _ANNOUNCED:
+                return [], first and said == _STILL
             if quiet and not await self._navs.moved(since, start_by):
-                return []  # announced, never started (stopped by the page, or a download)
+                return [], False  # announced, never started (stopped by the page, or a download)
             if land_by is None:
                 land_by = loop.time() + config.navigation_timeout_s
             since = self._navs.seq
@@ -1018,19 +1042,21 @@ class PlaywrightBrowser(Browser):
             if not landed:
                 where = url or page.url
                 return [f"{where} did not finish loading within {config.navigation_timeout_s:g} s; "
-                        "the screenshot shows how far it got"]
-            frame, horizon = False, 0.0
+                        "the screenshot shows how far it got"], False
+            frame, horizon, first = False, 0.0, False
 
-    async def _announced(self, page: Page, frame: bool, horizon: float) -> bool | None:
-        """Did the document announce a navigation (see _NAV_WATCH_JS)? None: no answer."""
+    async def _ask(self, page: Page, frame: bool, horizon: float) -> int | None:
+        """The document's settle answer (_ANNOUNCED, _FOLLOWED, _STILL; see _NAV_WATCH_JS), or
+        None when it gave none."""
         timeout = self.config.settle_timeout_s + horizon
         try:
-            return bool(await asyncio.wait_for(page.evaluate(_SETTLE_JS, [frame, horizon * 1000]), timeout))
+            said = await asyncio.wait_for(page.evaluate(_SETTLE_JS, [frame, horizon * 1000]), timeout)
         except PlaywrightError as exc:
             # the document was replaced under us: a navigation is landing
-            return True if _navigated_away(exc) else None
+            return _ANNOUNCED if _navigated_away(exc) else None
         except TimeoutError:
             return None
+        return said if said in (_ANNOUNCED, _FOLLOWED, _STILL) else _FOLLOWED
 
     async def _loaded(self, page: Page, deadline: float) -> bool:
         """The shown document's load event, then the end of a redirect chain, by ``deadline``."""
@@ -1046,7 +1072,9 @@ class PlaywrightBrowser(Browser):
         return await self._through_redirects(page, deadline)
 
     # -- capture ---------------------------------------------------------------------------
-    async def _capture_or_restart(self, display: Size, notes: list[str]) -> Screenshot:
+    async def _capture_or_restart(self, display: Size, notes: list[str], early: bytes | None) -> Screenshot:
+        if early is not None and self._page is not None:  # taken while the last action settled
+            return await self._capture(self._page, display, notes, early)
         for attempt in (1, 2, 3):
             # The page may have closed since the actions (its browser died in between).
             page, more = await self._ensure_page()
@@ -1064,9 +1092,14 @@ class PlaywrightBrowser(Browser):
                     await page.wait_for_load_state("load", timeout=self.config.settle_timeout_s * 1000)
         raise AssertionError("unreachable")
 
-    async def _capture(self, page: Page, display: Size, notes: list[str]) -> Screenshot:
-        png = await page.screenshot(type="png", style=self._redact_css, caret="hide")
-        png = await asyncio.to_thread(_fit, png, display)
+    async def _screenshot(self, page: Page) -> bytes:
+        return await page.screenshot(type="png", style=self._redact_css, caret="hide")
+
+    async def _capture(self, page: Page, display: Size, notes: list[str], png: bytes | None = None) -> Screenshot:
+        if png is None:
+            png = await self._screenshot(page)
+        if _png_size(png) != display:  # a header read; only a real resize is worth a thread
+            png = await asyncio.to_thread(_resize, png, display)
         return Screenshot(png=png, size=display, url=page.url, notes=tuple(notes))
 
     # -- navigation ------------------------------------------------------------------------
@@ -1232,6 +1265,16 @@ def _next_hop(
     return method, out, body
 
 
+async def _result(capture: asyncio.Future[bytes] | None) -> bytes | None:
+    """A capture started early, once finished (never left running under the next one)."""
+    if capture is None:
+        return None
+    try:
+        return await capture
+    except PlaywrightError:  # a navigation interrupted it, or the page went away: capture afresh
+        return None
+
+
 def _rest(index: int, total: int) -> str:
     return f"; actions {index + 1}..{total} were not run either" if index < total else ""
 
@@ -1300,11 +1343,14 @@ def _chord(names: Sequence[str]) -> list[str]:
         raise _Skip(str(exc)) from None
 
 
-def _fit(png: bytes, display: Size) -> bytes:
+def _png_size(png: bytes) -> Size:
+    with Image.open(io.BytesIO(png)) as image:  # reads the header, decodes nothing
+        return image.size
+
+
+def _resize(png: bytes, display: Size) -> bytes:
     """The capture at exactly the display size (the model's coordinate space)."""
     with Image.open(io.BytesIO(png)) as image:
-        if image.size == display:
-            return png
         resized = image.convert("RGB").resize(display, Image.Resampling.LANCZOS)
     out = io.BytesIO()
     resized.save(out, format="PNG", compress_level=1)  # speed over a few % of size

@@ -133,6 +133,15 @@ navigation.addEventListener('navigate', e => {
 });
 </script>"""
 
+# Buttons that turn the page green: at once, from a 0 ms timer, from a 200 ms timer.
+PAINT = _HEAD + """<title>paint</title>
+<script>function green() { document.body.style.background = 'rgb(0,160,0)'; }</script>
+<button onclick="green()" style="position:absolute;left:50px;top:50px;width:200px;height:40px">now</button>
+<button onclick="setTimeout(green, 0)"
+        style="position:absolute;left:50px;top:150px;width:200px;height:40px">next task</button>
+<button onclick="setTimeout(green, 200)"
+        style="position:absolute;left:50px;top:250px;width:200px;height:40px">soon</button>"""
+
 PAGES: dict[str, str] = {
     "/form": FORM,
     "/words": WORDS,
@@ -145,4 +154,5 @@ PAGES: dict[str, str] = {
     "/links": LINKS,
     "/api": '{"ok": true}',
     "/ws": SOCKET,
+    "/paint": PAINT,
 }

@@ -184,6 +184,17 @@ async def test_history_back_button(browser: PlaywrightBrowser, site: Site) -> No
     assert_rendered(shot, p.url("/results?q=before"), image)
 
 
+@pytest.mark.parametrize("button", [(150, 70), (150, 170), (150, 270)], ids=["now", "next-task", "soon"])
+async def test_the_screenshot_shows_what_the_click_did(
+    browser: PlaywrightBrowser, site: Site, button: tuple[int, int]
+) -> None:
+    """At once, or from a timer the click's handler set: the capture taken alongside the settle
+    round trip stands only when nothing was left to happen."""
+    await browser.navigate(site.url("/paint", host="allowed.test"))
+    shot = await browser.perform([click(button)])
+    assert pixel(shot.png, *GREEN_AT) == pages.RESULTS_GREEN, shot.notes
+
+
 async def test_what_stays_in_the_document_is_not_waited_for(browser: PlaywrightBrowser, site: Site) -> None:
     """An intercepted navigation and a method=dialog submission announce nothing to wait for.
 
