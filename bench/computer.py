@@ -89,6 +89,23 @@ async def _raw_page(browser: PlaywrightBrowser, url: str) -> Page:
     return page
 
 
+Round = Callable[[], Awaitable[None]]
+
+
+def _sides(browser: PlaywrightBrowser, raw: Page) -> tuple[Round, Round]:
+    """One round of each side: sandloop's computer_call, and Playwright's click + screenshot."""
+    item = _click_call()
+
+    async def ours() -> None:
+        await handle_computer_call(item, browser, safety=None, display=None)
+
+    async def theirs() -> None:
+        await raw.mouse.click(*CLICK)
+        await raw.screenshot()
+
+    return ours, theirs
+
+
 async def _timed(fn: Callable[[], Awaitable[object]]) -> float:
     start = time.perf_counter()
     await fn()
@@ -184,15 +201,7 @@ async def _breakdown(browser: PlaywrightBrowser, raw: Page, n: int) -> None:
         for target, attribute, phases, name in patches:
             setattr(target, attribute, phases.wrap_async(name, getattr(target, attribute)))
         browser_module._png_size = ph.wrap("size check", size)
-        item = _click_call()
-
-        async def ours() -> None:
-            await handle_computer_call(item, browser, safety=None, display=None)
-
-        async def theirs() -> None:
-            await raw.mouse.click(*CLICK)
-            await raw.screenshot()
-
+        ours, theirs = _sides(browser, raw)
         await _alternate(lambda: ph.round(ours), lambda: ph_raw.round(theirs), n)
     finally:
         for target, attribute, _, _ in patches:
@@ -221,16 +230,7 @@ async def _bench(placement: Placement, url: str, n: int) -> bool:
     try:
         await browser.navigate(url)
         raw = await _raw_page(browser, url)
-        item = _click_call()
-
-        async def ours() -> None:
-            await handle_computer_call(item, browser, safety=None, display=None)
-
-        async def theirs() -> None:
-            await raw.mouse.click(*CLICK)
-            await raw.screenshot()
-
-        mine, plain = await _alternate(ours, theirs, n)
+        mine, plain = await _alternate(*_sides(browser, raw), n)
         o, r = median(mine), median(plain)
         print(f"{placement}: browser start {median(starts) * 1000:.0f} ms")
         met = judge(f"{placement} click + screenshot, sandloop vs raw Playwright",

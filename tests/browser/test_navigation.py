@@ -223,32 +223,31 @@ def timeouts(browser: PlaywrightBrowser, seconds: float) -> Iterator[None]:
         browser.config = saved
 
 
-async def test_a_page_that_never_finishes_loading_does_not_hang_the_call(
-    browser: PlaywrightBrowser, site: Site
-) -> None:
-    p = make_pages(site, image_held=True)
+async def perform_never_released(browser: PlaywrightBrowser, p: Pages, held: Held) -> Screenshot:
+    """A search whose ``held`` response is released only after the call, with 1 s timeouts."""
     await browser.navigate(p.url("/search"))
     try:
         with timeouts(browser, 1.0):
             shot = await asyncio.wait_for(browser.perform(search_by_enter("never")), DEADLINE_S)
-        assert p.image.arrived.is_set()
-        assert shot.url == p.url("/results?q=never")  # it got that far: the document is there
-        assert any("did not finish loading" in note for note in shot.notes), shot.notes
+        assert held.arrived.is_set()
     finally:
-        p.image.release()
+        held.release()
     assert (await browser.navigate(p.url("/search?after"))).title == "search"  # the session goes on
+    return shot
+
+
+async def test_a_page_that_never_finishes_loading_does_not_hang_the_call(
+    browser: PlaywrightBrowser, site: Site
+) -> None:
+    p = make_pages(site, image_held=True)
+    shot = await perform_never_released(browser, p, p.image)
+    assert shot.url == p.url("/results?q=never")  # it got that far: the document is there
+    assert any("did not finish loading" in note for note in shot.notes), shot.notes
 
 
 async def test_a_document_that_never_answers_does_not_hang_the_call(
     browser: PlaywrightBrowser, site: Site
 ) -> None:
     p = make_pages(site, results_held=True)
-    await browser.navigate(p.url("/search"))
-    try:
-        with timeouts(browser, 1.0):
-            shot = await asyncio.wait_for(browser.perform(search_by_enter("never")), DEADLINE_S)
-        assert p.results.arrived.is_set()
-        assert shot.url != p.url("/results?q=never")  # still the form, or the browser's error page
-    finally:
-        p.results.release()
-    assert (await browser.navigate(p.url("/search?after"))).title == "search"
+    shot = await perform_never_released(browser, p, p.results)
+    assert shot.url != p.url("/results?q=never")  # still the form, or the browser's error page
