@@ -1,18 +1,21 @@
 """Benchmark: a click + screenshot through sandloop vs Playwright's own, both placements.
 
 sandloop's round trip is ``handle_computer_call`` with one click (parse, bounds check, click,
-settle, domain re-check, masked capture, base64 data URL). The raw round trip is
-``page.mouse.click`` + ``page.screenshot()``. Like for like: the raw page lives in the *same*
-Chromium (a second context of sandloop's browser, so in the container placement it is in the
-container too), made with the same context options, gets its bytes the same way (fetched on the
-host by a route: the container has no network), shows the same page, and both pages are created,
-loaded and warmed up the same way before the rounds; rounds alternate which side goes first, so
-both share the machine's noise. Target: sandloop <= 1.3x raw.
+settle round trip with the capture taken alongside it, domain re-check, masked capture, base64
+data URL). The raw round trip is ``page.mouse.click`` + ``page.screenshot()``. Like for like: the
+raw page lives in the *same* Chromium (a second context of sandloop's browser, so in the
+container placement it is in the container too), made with the same context options, gets its
+bytes the same way (fetched on the host by a route: the container has no network), shows the
+same page, and both pages are created, loaded and warmed up the same way before the rounds;
+rounds alternate which side goes first, so both share the machine's noise. Target: sandloop
+<= 1.3x raw.
 
 A second, instrumented pass says where sandloop's time goes (the click, the screenshot, the
 settle round trip that runs alongside it, the URL re-check, the PNG size check, the handler and
 its base64, and everything beyond the click and the screenshot) next to the raw side's click
-and screenshot; the instrumentation is not in the ratio's pass. Also prints the browser start time (first page ready).
+and screenshot; the instrumentation is not in the ratio's pass. A screenshot waits for the next
+frame, so the two screenshots can differ by a frame (16.7 ms) either way from run to run: the
+"beyond" figure is sandloop's own cost. Also prints the browser start time (first page ready).
 
     .venv/bin/python bench/computer.py [--rounds 40] [--placement local|container|both] [--quick]
 """
