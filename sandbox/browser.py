@@ -144,8 +144,9 @@ _ACTIONS: dict[str, type[BaseModel]] = {
 # it started: a form submission starts its navigation in a later task, and the `request` event
 # can arrive after our next round trip. So the document keeps, until read:
 # * that a navigation was announced: the Navigation API's `navigate` event for another document
-#   (a link, location=…, history, a submission), or a `submit` (not method=dialog), unless it
-#   was prevented or intercepted (a single-page app's router keeps it in the document);
+#   (a link, location=…, history, a submission), or a `submit` of this document (not
+#   method=dialog, not into another frame), unless it was prevented or intercepted (a
+#   single-page app's router keeps it in the document);
 # * the timers its input handlers set (a click that navigates 300 ms later): timers set while an
 #   input event is being handled, or by such a timer, are followed (see `settle`) when due within
 #   the horizon the host passes (BrowserConfig.follow_timers_s). The wrappers keep setTimeout's
@@ -189,8 +190,15 @@ _NAV_WATCH_JS = """(() => {
   w.clearInterval = function clearInterval(id) { timers.delete(id); realClearInterval(id); };
   const tick = ms => new Promise(resolve => realSet(resolve, ms));
   const leaves = e => !e.defaultPrevented && !(nav && nav.transition);  // not stopped, not intercepted
-  const dialog = e => ((e.submitter && e.submitter.getAttribute('formmethod')) || e.target.method) === 'dialog';
-  const announced = () => navigating ? leaves(navigating) : !!submit && leaves(submit) && !dialog(submit);
+  // a submission that leaves this document: not method=dialog, not into another frame or window
+  const from = (e, name) =>
+    ((e.submitter && e.submitter.getAttribute('form' + name)) || e.target.getAttribute(name) || '').toLowerCase();
+  const here = e => {
+    const base = document.querySelector('base[target]');
+    const target = from(e, 'target') || (base ? base.target.toLowerCase() : '');
+    return from(e, 'method') !== 'dialog' && ['', '_self', '_top', '_parent'].includes(target);
+  };
+  const announced = () => navigating ? leaves(navigating) : !!submit && leaves(submit) && here(submit);
   async function settle(frame, horizon) {
     if (frame) await new Promise(resolve => requestAnimationFrame(() => resolve()));
     await tick(0);

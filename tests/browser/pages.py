@@ -119,13 +119,17 @@ RESULTS_IMAGE = ("<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'>"
                  "<rect width='8' height='8' fill='rgb(0,160,0)'/></svg>")
 RESULTS_GREEN = (0, 160, 0)
 
-# A single-page app: its router intercepts the link's navigation (the Navigation API), and a
-# dialog's form closes the dialog (method=dialog). Neither leaves the document.
+# A single-page app: its router intercepts the link's navigation (the Navigation API), a
+# dialog's form closes the dialog (method=dialog), and a form posts into an iframe. None of
+# them leaves the document.
 APP = _HEAD + """<title>app</title>
 <a id=route href="{base}/app/inbox"
    style="position:absolute;left:50px;top:50px;width:200px;height:40px;display:block">inbox</a>
 <dialog id=dialog open style="position:absolute;left:50px;top:150px;margin:0">
   <form method=dialog><button id=close style="width:200px;height:40px">close</button></form></dialog>
+<form action="/hello" target=side>
+  <button style="position:absolute;left:50px;top:250px;width:200px;height:40px">into the frame</button></form>
+<iframe name=side style="position:absolute;left:300px;top:250px;width:300px;height:100px"></iframe>
 <script>
 navigation.addEventListener('navigate', e => {
   if (e.canIntercept && e.destination.url.includes('/app/'))

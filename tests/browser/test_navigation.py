@@ -24,6 +24,7 @@ import pytest_asyncio
 from sandbox.browser import BrowserConfig, PlaywrightBrowser, Screenshot, open_browser
 from tests.browser import pages
 from tests.browser.conftest import RESOLVE, Held, Site, domain_rules, pixel
+from tests.browser.sockets import wait_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -40,6 +41,7 @@ LATER = (150, 270)  # a button that navigates 300 ms later, from a timer
 TO_SEARCH = (150, 370)  # a link to the search page itself
 ROUTE = (150, 70)  # the app's link its router intercepts
 CLOSE = (150, 180)  # the app's dialog's close button (a method=dialog form)
+INTO_FRAME = (150, 270)  # the app's form that targets its iframe
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module",
@@ -196,7 +198,8 @@ async def test_the_screenshot_shows_what_the_click_did(
 
 
 async def test_what_stays_in_the_document_is_not_waited_for(browser: PlaywrightBrowser, site: Site) -> None:
-    """An intercepted navigation and a method=dialog submission announce nothing to wait for.
+    """An intercepted navigation, a method=dialog submission and a submission into an iframe
+    announce nothing to wait for.
 
     The settle budget is made far longer than the call's deadline: a browser that waited for a
     navigation that is not coming would miss the deadline.
@@ -211,6 +214,9 @@ async def test_what_stays_in_the_document_is_not_waited_for(browser: PlaywrightB
         shot = await asyncio.wait_for(browser.perform([click(CLOSE)]), DEADLINE_S / 4)
         assert shot.notes == ()
         assert await browser.evaluate("dialog.open") is False
+        shot = await asyncio.wait_for(browser.perform([click(INTO_FRAME)]), DEADLINE_S / 4)
+        assert shot.notes == () and shot.url == site.url(base + "/app/inbox", host="allowed.test")
+        assert await wait_page(browser, "document.querySelector('iframe').contentDocument.title == 'hello'")
 
 
 @contextmanager
