@@ -23,6 +23,13 @@ each Location is checked first, then a navigation's hop becomes a navigation of 
 and checked again) and a subresource's hop is fetched on the host. A crashed browser is
 restarted and the call still gets a screenshot; a bad action is reported in
 :attr:`Screenshot.notes`, never raised.
+
+After every action the page settles (:meth:`PlaywrightBrowser._settle`): a navigation the
+action started — a link, a submission by ENTER or click, ``location`` set now or from a timer
+its handler set, a history step, a redirect — is waited for until the new document has loaded,
+so the next action and the screenshot see the new page, not the old one or a blank one. The
+wait is bounded by ``BrowserConfig.settle_timeout_s`` and ``navigation_timeout_s``; past them
+the screenshot shows how far the page got, and a note says so.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from openai.types.responses import computer_action as ca
 from PIL import Image
@@ -66,6 +73,7 @@ from playwright.async_api import (
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
@@ -131,22 +139,89 @@ _ACTIONS: dict[str, type[BaseModel]] = {
     "wait": ca.Wait,
     "screenshot": ca.Screenshot,
 }
-# A navigation an action starts (link, location=…) is announced to the old document by the
-# Navigation API's `navigate` event before the input event returns; a form submission only by its
-# `submit` event (the navigation itself starts in a later task). Playwright's `request` event can
-# arrive after our next round trip, so the page keeps flags and the settle round trip reads and
-# clears them (after a timer tick, or a frame after a scroll/drag).
+# What each document tells the settle step (PlaywrightBrowser._settle), installed before the
+# page's own scripts. The host learns of a navigation from Playwright's events, but only after
+# it started: a form submission starts its navigation in a later task, and the `request` event
+# can arrive after our next round trip. So the document keeps, until read:
+# * that a navigation was announced: the Navigation API's `navigate` event for another document
+#   (a link, location=…, history, a submission), or a `submit` of this document (not
+#   method=dialog, not into another frame), unless it was prevented or intercepted (a
+#   single-page app's router keeps it in the document);
+# * the timers its input handlers set (a click that navigates 300 ms later): timers set while an
+#   input event is being handled, or by such a timer, are followed (see `settle`) when due within
+#   the horizon the host passes (BrowserConfig.follow_timers_s). The wrappers keep setTimeout's
+#   behaviour; an input task is "over" at the first timer turn after it (its own 0 ms timers
+#   are queued behind that one, so they are still counted).
+# `settle(frame, horizon)` waits a frame (after a scroll or drag, so the capture shows where the
+# page ended up) and a timer tick, follows those timers, then reads and clears the announcement:
+# 2 a navigation was announced, 1 timers were followed, 0 neither (the page kept still).
 _NAV_WATCH_JS = """(() => {
-  if (window.navigation) navigation.addEventListener('navigate', e => {
-    if (!e.destination.sameDocument) window.__sandloopNavigating = true; });
-  window.addEventListener('submit', e => { window.__sandloopSubmit = e; }, true);
+  if (window.__sandloop) return;
+  const w = window, realSet = w.setTimeout.bind(w);
+  const realClear = w.clearTimeout.bind(w), realClearInterval = w.clearInterval.bind(w);
+  const timers = new Map();  // id -> when it is due (performance.now() ms)
+  let navigating = null, submit = null, inInput = false, inTimer = 0, ran = false;
+  const input = ['pointerdown', 'pointerup', 'mousedown', 'mouseup', 'click', 'dblclick', 'auxclick',
+                 'contextmenu', 'keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'change', 'submit'];
+  for (const type of input) w.addEventListener(type, e => {
+    if (type === 'submit') submit = e;
+    if (e.isTrusted && !inInput) { inInput = true; realSet(() => { inInput = false; }, 0); }
+  }, true);
+  const nav = w.navigation;
+  if (nav) {
+    nav.addEventListener('navigate', e => {
+      if (!e.destination.sameDocument && !e.downloadRequest) navigating = e; });
+    // an intercepted navigation (a single-page app's router) stays in this document
+    const handled = () => { navigating = null; submit = null; };
+    nav.addEventListener('navigatesuccess', handled);
+    nav.addEventListener('navigateerror', handled);
+  }
+  w.setTimeout = function setTimeout(handler, ms, ...args) {
+    if (!(inInput || inTimer) || typeof handler !== 'function') return realSet(handler, ms, ...args);
+    const id = realSet(() => {
+      timers.delete(id); inTimer++; ran = true;
+      try { handler.apply(w, args); } finally { inTimer--; }
+    }, ms);
+    timers.set(id, performance.now() + Math.max(0, Number(ms) || 0));
+    return id;
+  };
+  // timeouts and intervals share one id space: either call may clear a timeout
+  w.clearTimeout = function clearTimeout(id) { timers.delete(id); realClear(id); };
+  w.clearInterval = function clearInterval(id) { timers.delete(id); realClearInterval(id); };
+  const tick = ms => new Promise(resolve => realSet(resolve, ms));
+  const leaves = e => !e.defaultPrevented && !(nav && nav.transition);  // not stopped, not intercepted
+  // a submission that leaves this document: not method=dialog, not into another frame or window
+  const from = (e, name) =>
+    ((e.submitter && e.submitter.getAttribute('form' + name)) || e.target.getAttribute(name) || '').toLowerCase();
+  const here = e => {
+    const base = document.querySelector('base[target]');
+    const target = from(e, 'target') || (base ? base.target.toLowerCase() : '');
+    return from(e, 'method') !== 'dialog' && ['', '_self', '_top', '_parent'].includes(target);
+  };
+  const announced = () => navigating ? leaves(navigating) : !!submit && leaves(submit) && here(submit);
+  async function settle(frame, horizon) {
+    if (frame) await new Promise(resolve => requestAnimationFrame(() => resolve()));
+    await tick(0);
+    const until = performance.now() + horizon;
+    let followed = ran;  // one already ran (a 0 ms timer): the page did not keep still
+    // a followed timer leaves the map when it runs or is cleared; the grace covers a late one
+    while (!announced() && performance.now() < until + 250) {
+      let next = -1;
+      for (const due of timers.values()) if (due <= until && due > next) next = due;
+      if (next < 0) break;
+      followed = true;
+      // a whole millisecond past the last one (delays are whole ms), then a turn for what it did
+      await tick(Math.max(0, Math.ceil(next - performance.now()) + 1));
+      await tick(0);
+    }
+    const result = announced() ? 2 : followed ? 1 : 0;
+    navigating = null; submit = null; ran = false;
+    return result;
+  }
+  Object.defineProperty(w, '__sandloop', { value: Object.freeze({ settle }) });
 })();"""
-_SETTLE_JS = """frame => new Promise(resolve => {
-  const done = () => {
-    const submit = window.__sandloopSubmit;
-    const v = !!window.__sandloopNavigating || (!!submit && !submit.defaultPrevented);
-    window.__sandloopNavigating = false; window.__sandloopSubmit = null; resolve(v); };
-  frame ? requestAnimationFrame(() => setTimeout(done, 0)) : setTimeout(done, 0); })"""
+_SETTLE_JS = "([frame, horizon]) => window.__sandloop ? window.__sandloop.settle(frame, horizon) : 0"
+_ANNOUNCED, _FOLLOWED, _STILL = 2, 1, 0
 # What an allowed navigation redirect is answered with (see PlaywrightBrowser._forward): a stub
 # document that replaces itself with the target once loaded, so the next hop is a navigation of
 # its own, routed and checked, and the page ends up at the target's URL and origin.
@@ -182,8 +257,16 @@ class BrowserConfig:
     #: URL as the page wrote it, and the server gets the original Host header. Plain http only:
     #: an https URL rewritten to an address would fail its certificate check.
     resolve: Mapping[str, str] = field(default_factory=dict)
+    #: How long a navigation may take to commit and load, whether page.goto or an action
+    #: started it (the screenshot is then taken anyway, with a note).
     navigation_timeout_s: float = 15.0
-    settle_timeout_s: float = 5.0  # how long to let a navigation an action started land
+    #: How long a navigation an action announced may take to start (a submission starts its
+    #: request in a later task).
+    settle_timeout_s: float = 5.0
+    #: A timer an action's input handlers set that fires within this many seconds is waited for,
+    #: since it may navigate ("redirecting…"); longer ones are not (a toast's 3 s "hide" would
+    #: cost 3 s and hide what the model should see). 0 turns this off; capped by settle_timeout_s.
+    follow_timers_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -292,6 +375,72 @@ def _blocked_page(url: str, verdict: Verdict) -> str:
     )
 
 
+class _MainFrameNavigations:
+    """What the host has seen of main-frame navigations, from Playwright's page events.
+
+    ``seq`` moves on every start, commit and end, so "did anything happen since this action
+    began?" is one comparison, whichever document the page shows now. ``in_flight`` holds, per
+    page, the navigation request that has not yet committed or failed.
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self._pending: dict[Page, Request] = {}
+        self._changed = asyncio.Event()
+
+    def _bump(self) -> None:
+        self.seq += 1
+        self._changed.set()
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._pending)
+
+    def pending_url(self) -> str | None:
+        return next((request.url for request in self._pending.values()), None)
+
+    def started(self, page: Page, request: Request) -> None:
+        self._pending[page] = request  # a newer navigation supersedes the older one
+        self._bump()
+
+    def committed(self, page: Page, url: str) -> None:
+        request = self._pending.get(page)
+        # A same-document navigation (pushState, #hash) while a request is out ends nothing.
+        if request is not None and urldefrag(request.url).url == urldefrag(url).url:
+            del self._pending[page]
+        self._bump()
+
+    def ended(self, page: Page, request: Request | None = None) -> None:
+        """The page's navigation failed (``request``), or any it had is over (a new document
+        parsed, the page closed or crashed)."""
+        if request is None or self._pending.get(page) is request:
+            self._pending.pop(page, None)
+        self._bump()
+
+    def forget(self) -> None:
+        self._pending.clear()
+        self._bump()
+
+    async def moved(self, since: int, deadline: float) -> bool:
+        """Wait until anything happened after ``since`` (a ``seq``), by ``deadline`` (loop time)."""
+        return await self._until(lambda: self.seq != since, deadline)
+
+    async def idle(self, deadline: float) -> bool:
+        """Wait until no navigation request is in flight, by ``deadline`` (loop time)."""
+        return await self._until(lambda: not self._pending, deadline)
+
+    async def _until(self, condition: Callable[[], bool], deadline: float) -> bool:
+        loop = asyncio.get_running_loop()
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+
 class PlaywrightBrowser(Browser):
     """All page logic; subclasses only say how to get a Playwright ``Browser``."""
 
@@ -304,7 +453,8 @@ class PlaywrightBrowser(Browser):
         self._page: Page | None = None
         self._crashed = False
         self._lock = asyncio.Lock()
-        self._nav_done = asyncio.Event()  # a main-frame navigation committed or failed
+        self._navs = _MainFrameNavigations()
+        self._watched: set[Page] = set()  # pages whose events we listen to
         self._blocked: dict[str, Verdict] = {}  # URLs we served the blocked page for
         # A main-frame redirect in flight (see _forward): cleared when a stub is served, set once
         # the document that ends the chain (a page, the blocked page, an error page) commits.
@@ -374,6 +524,8 @@ class PlaywrightBrowser(Browser):
         # the host side of every websocket goes with the pages that opened them
         await asyncio.gather(*(bridge.shut() for bridge in list(self._sockets)))
         browser, self._browser, self._context, self._page = self._browser, None, None, None
+        self._watched.clear()
+        self._navs.forget()  # a dead browser's pages never tell us their navigations ended
         if browser is not None:
             try:
                 await asyncio.wait_for(browser.close(), timeout=10)
@@ -403,17 +555,25 @@ class PlaywrightBrowser(Browser):
         """Make ``page`` the one the model sees (a popup replaces its opener on screen)."""
         self._page = page
         self._crashed = False
+        if page in self._watched:  # a page we open comes through the context's "page" event too
+            return
+        self._watched.add(page)
         page.on("crash", self._on_crash)
+        page.on("request", self._on_request)
         page.on("requestfailed", self._on_request_failed)
         page.on("framenavigated", self._on_frame_navigated)
+        page.on("domcontentloaded", self._navs.ended)
         page.on("download", self._on_download)
         page.on("close", self._on_page_close)
 
     def _on_crash(self, page: Page) -> None:
+        self._navs.ended(page)
         if page is self._page:
             self._crashed = True
 
     def _on_page_close(self, page: Page) -> None:
+        self._watched.discard(page)
+        self._navs.ended(page)
         if page is self._page and self._context is not None:
             others = [p for p in self._context.pages if not p.is_closed()]
             self._page = others[-1] if others else None
@@ -424,14 +584,18 @@ class PlaywrightBrowser(Browser):
         except PlaywrightError:  # no frame (service worker request)
             return False
 
+    def _on_request(self, request: Request) -> None:
+        if self._main_frame_nav(request):
+            self._navs.started(request.frame.page, request)
+
     def _on_request_failed(self, request: Request) -> None:
         if self._main_frame_nav(request):
-            self._nav_done.set()
+            self._navs.ended(request.frame.page, request)
             # not the end of a redirect chain yet: the error page it gets commits next
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         if frame.parent_frame is None:
-            self._nav_done.set()
+            self._navs.committed(frame.page, frame.url)
             self._chain_landed()
 
     def _chain_landed(self) -> None:
@@ -440,7 +604,6 @@ class PlaywrightBrowser(Browser):
             self._redirect_done.set()
 
     def _on_download(self, download: Download) -> None:
-        self._nav_done.set()
         log.info("download refused: %s", download.url)
 
     async def _ensure_page(self) -> tuple[Page, list[str]]:
@@ -628,19 +791,27 @@ class PlaywrightBrowser(Browser):
         else:
             await route.abort("blockedbyclient")
 
-    async def _through_redirects(self, page: Page) -> None:
-        """Wait until a redirect the main frame is following (see :meth:`_forward`) has landed."""
+    async def _through_redirects(self, page: Page, deadline: float | None = None) -> bool:
+        """Wait until a redirect the main frame is following (see :meth:`_forward`) has landed
+        and loaded (by ``deadline``, loop time; default: a navigation timeout from now)."""
         if self._redirect_done.is_set():
-            return
-        timeout = self.config.navigation_timeout_s
+            return True
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.config.navigation_timeout_s
         try:
-            await asyncio.wait_for(self._redirect_done.wait(), timeout)
+            await asyncio.wait_for(self._redirect_done.wait(), max(deadline - loop.time(), 0))
         except TimeoutError:  # the stub was left some other way; do not wait for it again
             log.info("a redirect from %s did not land", page.url)
             self._redirect_done.set()
-            return
-        with suppress(PlaywrightError):
-            await page.wait_for_load_state("load", timeout=timeout * 1000)
+            return False
+        try:
+            await page.wait_for_load_state("load", timeout=max(deadline - loop.time(), 0.001) * 1000)
+        except PlaywrightTimeoutError:
+            return False
+        except PlaywrightError:
+            pass  # closed or crashed: the capture restarts it
+        return True
 
     async def _on_websocket(self, ws: WebSocketRoute) -> None:
         """Bridge an allowed websocket through the host; close a blocked one (1008).
@@ -722,22 +893,34 @@ class PlaywrightBrowser(Browser):
             raise ValueError(f"display size must be positive, got {display}")
         async with self._lock:
             page, notes = await self._ensure_page()
+            early: bytes | None = None
             try:
-                notes.extend(await self._run_all(page, actions, display))
+                early = await self._run_all(page, actions, display, notes)
             except _Gone as gone:
                 notes.append(f"{gone}; the remaining actions were not run")
                 page, more = await self._ensure_page()
                 notes.extend(more)
-            shot = await self._capture_or_restart(display, notes)
+            shot = await self._capture_or_restart(display, notes, early)
         for note in shot.notes:
             log.info("computer action note: %s", note)
         return shot
 
-    async def _run_all(self, page: Page, actions: Sequence[ActionLike], display: Size) -> list[str]:
-        notes: list[str] = []
-        self._nav_done.clear()
+    async def _run_all(
+        self, page: Page, actions: Sequence[ActionLike], display: Size, notes: list[str]
+    ) -> bytes | None:
+        """Each action, then its settle step: the next action (and the capture) sees the page a
+        navigation it started has loaded, not the one it left.
+
+        The capture is started alongside the last action's settle round trip, which is then off
+        the critical path of the usual call (one click, nothing navigates): it is returned only
+        if the settle found the page still (no navigation, no timers followed, nothing replaced),
+        else dropped and the caller captures afresh. A scroll or drag settles on a frame first.
+        """
         scale = (self.viewport[0] / display[0], self.viewport[1] / display[1])
+        png, keep = None, False
         for index, raw in enumerate(actions, 1):
+            since = self._navs.seq
+            failed = None
             try:
                 action = _parse_action(raw)
                 _check_bounds(action, display)
@@ -748,18 +931,24 @@ class PlaywrightBrowser(Browser):
             except PlaywrightError as exc:
                 if not await self._alive(page):
                     raise _Gone(f"the browser died during action {index}") from exc
-                notes.append(f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions)))
-                break
-            note = await self._recheck(page)
+                failed = f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions))
+            moves = _moves_content(raw)
+            early = None
+            if index == len(actions) and failed is None and not moves:
+                early = asyncio.ensure_future(self._screenshot(page))
+            try:
+                # even a failed action may have started a navigation (a history step that timed out)
+                settle_notes, still = await self._settle(page, since, frame=moves)
+                notes.extend(settle_notes)
+                shown = self._page or page  # a popup the action opened is what the model sees now
+                note = failed or await self._recheck(shown)
+            finally:
+                png = await _result(early)
             if note:
                 notes.append(note)
-                break
-        if actions:
-            await self._settle(page, frame=any(_moves_content(a) for a in actions))
-            note = await self._recheck(page)
-            if note:
-                notes.append(note)
-        return notes
+                return None
+            keep, page = still and shown is page, shown
+        return png if keep else None
 
     async def _do(self, page: Page, action: BaseModel, scale: tuple[float, float]) -> None:
         sx, sy = scale
@@ -823,32 +1012,77 @@ class PlaywrightBrowser(Browser):
             for name in reversed(pressed):
                 await page.keyboard.up(name)
 
-    async def _settle(self, page: Page, *, frame: bool) -> None:
-        """Let the last action take effect, and a navigation it started land.
+    async def _settle(self, page: Page, since: int, *, frame: bool) -> tuple[list[str], bool]:
+        """Let an action take effect and a navigation it started load; notes if one did not, and
+        whether the page kept still (no navigation, no timers to follow).
 
-        One round trip reads the page's navigation flag (_NAV_WATCH_JS); after a scroll or
-        drag it first waits a frame, so the capture shows where the page ended up. Clicks and
-        keys need no frame: the capture renders a fresh one anyway.
+        Two witnesses, because neither sees everything: the document's announcement
+        (_NAV_WATCH_JS, one round trip, which also follows the timers its handlers set) dies
+        with the document, and the host's events (:class:`_MainFrameNavigations`) come only once
+        a request is out. Anything from either since the action began means a navigation:
+        wait for its request (``settle_timeout_s``), then its commit and the new document's load
+        event and any redirect hops (``navigation_timeout_s`` in all), then ask the new document
+        again, since its own scripts may navigate on. Bounded: past the deadlines the capture
+        shows how far the page got, and a note says so.
         """
-        timeout = self.config.settle_timeout_s
+        config, loop = self.config, asyncio.get_running_loop()
+        horizon = max(0.0, min(config.follow_timers_s, config.settle_timeout_s))
+        start_by = loop.time() + config.settle_timeout_s + horizon
+        land_by: float | None = None
+        first = True
+        while True:
+            said = await self._ask(page, frame, horizon)
+            if said is None:
+                return [], False  # the page is gone or hung; the capture deals with it
+            quiet = self._navs.seq == since and not self._navs.in_flight
+            if quiet and said != _ANNOUNCED:
+                return [], first and said == _STILL
+            if quiet and not await self._navs.moved(since, start_by):
+                return [], False  # announced, never started (stopped by the page, or a download)
+            if land_by is None:
+                land_by = loop.time() + config.navigation_timeout_s
+            since = self._navs.seq
+            landed = await self._navs.idle(land_by)
+            url = self._navs.pending_url()
+            page = self._page or page
+            if landed:
+                landed = await self._loaded(page, land_by)
+            if not landed:
+                where = url or page.url
+                return [f"{where} did not finish loading within {config.navigation_timeout_s:g} s; "
+                        "the screenshot shows how far it got"], False
+            frame, horizon, first = False, 0.0, False
+
+    async def _ask(self, page: Page, frame: bool, horizon: float) -> int | None:
+        """The document's settle answer (_ANNOUNCED, _FOLLOWED, _STILL; see _NAV_WATCH_JS), or
+        None when it gave none."""
+        timeout = self.config.settle_timeout_s + horizon
         try:
-            navigating = bool(await asyncio.wait_for(page.evaluate(_SETTLE_JS, frame), timeout))
+            said = await asyncio.wait_for(page.evaluate(_SETTLE_JS, [frame, horizon * 1000]), timeout)
         except PlaywrightError as exc:
-            if not _navigated_away(exc):
-                return  # the page is gone; the capture restarts it
-            navigating = True  # the document was replaced under us: a navigation is landing
+            # the document was replaced under us: a navigation is landing
+            return _ANNOUNCED if _navigated_away(exc) else None
         except TimeoutError:
-            return
-        if not navigating:
-            return
-        with suppress(TimeoutError):  # a navigation that never commits (204, download)
-            await asyncio.wait_for(self._nav_done.wait(), timeout)
-        with suppress(PlaywrightError):  # still loading: the screenshot shows how far it got
-            await page.wait_for_load_state("load", timeout=timeout * 1000)
-        await self._through_redirects(page)
+            return None
+        return said if said in (_ANNOUNCED, _FOLLOWED, _STILL) else _FOLLOWED
+
+    async def _loaded(self, page: Page, deadline: float) -> bool:
+        """The shown document's load event, then the end of a redirect chain, by ``deadline``."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            await page.wait_for_load_state("load", timeout=max(remaining, 0.001) * 1000)
+        except PlaywrightTimeoutError:
+            return False
+        except PlaywrightError:
+            return True  # closed or crashed: the capture restarts it
+        if self._redirect_done.is_set():
+            return True
+        return await self._through_redirects(page, deadline)
 
     # -- capture ---------------------------------------------------------------------------
-    async def _capture_or_restart(self, display: Size, notes: list[str]) -> Screenshot:
+    async def _capture_or_restart(self, display: Size, notes: list[str], early: bytes | None) -> Screenshot:
+        if early is not None and self._page is not None:  # taken while the last action settled
+            return await self._capture(self._page, display, notes, early)
         for attempt in (1, 2, 3):
             # The page may have closed since the actions (its browser died in between).
             page, more = await self._ensure_page()
@@ -866,9 +1100,14 @@ class PlaywrightBrowser(Browser):
                     await page.wait_for_load_state("load", timeout=self.config.settle_timeout_s * 1000)
         raise AssertionError("unreachable")
 
-    async def _capture(self, page: Page, display: Size, notes: list[str]) -> Screenshot:
-        png = await page.screenshot(type="png", style=self._redact_css, caret="hide")
-        png = await asyncio.to_thread(_fit, png, display)
+    async def _screenshot(self, page: Page) -> bytes:
+        return await page.screenshot(type="png", style=self._redact_css, caret="hide")
+
+    async def _capture(self, page: Page, display: Size, notes: list[str], png: bytes | None = None) -> Screenshot:
+        if png is None:
+            png = await self._screenshot(page)
+        if _png_size(png) != display:  # a header read; only a real resize is worth a thread
+            png = await asyncio.to_thread(_resize, png, display)
         return Screenshot(png=png, size=display, url=page.url, notes=tuple(notes))
 
     # -- navigation ------------------------------------------------------------------------
@@ -1034,6 +1273,16 @@ def _next_hop(
     return method, out, body
 
 
+async def _result(capture: asyncio.Future[bytes] | None) -> bytes | None:
+    """A capture started early, once finished (never left running under the next one)."""
+    if capture is None:
+        return None
+    try:
+        return await capture
+    except PlaywrightError:  # a navigation interrupted it, or the page went away: capture afresh
+        return None
+
+
 def _rest(index: int, total: int) -> str:
     return f"; actions {index + 1}..{total} were not run either" if index < total else ""
 
@@ -1102,11 +1351,14 @@ def _chord(names: Sequence[str]) -> list[str]:
         raise _Skip(str(exc)) from None
 
 
-def _fit(png: bytes, display: Size) -> bytes:
+def _png_size(png: bytes) -> Size:
+    with Image.open(io.BytesIO(png)) as image:  # reads the header, decodes nothing
+        return image.size
+
+
+def _resize(png: bytes, display: Size) -> bytes:
     """The capture at exactly the display size (the model's coordinate space)."""
     with Image.open(io.BytesIO(png)) as image:
-        if image.size == display:
-            return png
         resized = image.convert("RGB").resize(display, Image.Resampling.LANCZOS)
     out = io.BytesIO()
     resized.save(out, format="PNG", compress_level=1)  # speed over a few % of size

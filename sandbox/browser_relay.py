@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 # Inside the container: exec Chromium with fds 3/4 = the attached stdin/stdout, then point its
 # own stdin at /dev/null and its stdout at stderr, so nothing else can write into the protocol.
@@ -41,13 +41,23 @@ _STDOUT, _STDERR = 1, 2
 _HEADER = struct.Struct(">BxxxL")
 
 
+@runtime_checkable
+class _Stream(Protocol):
+    """What the relay needs of the attach stream: a socket, or whatever docker-py's transport
+    gives instead (an SSH channel) with the same three calls."""
+
+    def recv(self, size: int, /) -> bytes: ...
+    def sendall(self, data: bytes, /) -> None: ...
+    def shutdown(self, how: int, /) -> None: ...
+
+
 def chromium_command(executable: str, args: list[str]) -> list[str]:
     """The container command for Playwright's ``args`` (a pure function, unit-tested)."""
     mapped = [f"--user-data-dir={PROFILE}" if a.startswith("--user-data-dir=") else a for a in args]
     return ["sh", "-c", SHELL, executable, *mapped]
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+def _read_exactly(sock: _Stream, size: int) -> bytes | None:
     chunks, left = [], size
     while left:
         chunk = sock.recv(left)
@@ -58,7 +68,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _demux(sock: socket.socket, out: BinaryIO, err: BinaryIO) -> None:
+def _demux(sock: _Stream, out: BinaryIO, err: BinaryIO) -> None:
     """Container stdout → Playwright (fd 4), container stderr → our stderr, until EOF."""
     while (header := _read_exactly(sock, _HEADER.size)) is not None:
         stream, size = _HEADER.unpack(header)
@@ -70,7 +80,7 @@ def _demux(sock: socket.socket, out: BinaryIO, err: BinaryIO) -> None:
         target.flush()
 
 
-def _pump_in(source: int, sock: socket.socket, end: Callable[[], None]) -> None:
+def _pump_in(source: int, sock: _Stream, end: Callable[[], None]) -> None:
     """Playwright's commands (fd 3) → the container's stdin.
 
     EOF means Playwright is done or gone (its driver died with its Python process): Chromium
@@ -87,9 +97,12 @@ def _pump_in(source: int, sock: socket.socket, end: Callable[[], None]) -> None:
     end()
 
 
-def _raw_socket(attached: Any) -> socket.socket:
+def _raw_socket(attached: object) -> _Stream:
     # docker-py returns the socket.SocketIO of the HTTP upgrade; we want the socket under it.
-    return attached._sock if hasattr(attached, "_sock") else attached
+    sock = getattr(attached, "_sock", attached)
+    if not isinstance(sock, _Stream):
+        raise TypeError(f"docker's attach stream has no socket calls: {type(sock).__name__}")
+    return sock
 
 
 def main(argv: list[str]) -> int:

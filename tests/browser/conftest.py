@@ -1,4 +1,9 @@
-"""Shared fixtures: the test pages, served on 127.0.0.1 by a stdlib http.server in a thread."""
+"""Shared fixtures: the test pages, served on 127.0.0.1 by a stdlib http.server in a thread.
+
+Besides the fixed pages (tests.browser.pages), a test can add its own resources at run time
+(:meth:`Site.add`), and have the server hold one until the test releases it (:class:`Held`):
+how a test makes "the response comes late" happen on purpose instead of by luck.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +21,34 @@ from sandloop.verdict import Decision, Verdict
 from tests.browser import pages
 from tests.browser.sockets import Echo, echo_server
 
+#: How long a held response may wait for its release before the server gives up on the test
+#: (a cleanup bound for the server's thread, never part of what a test asserts).
+HOLD_LIMIT_S = 120.0
+
+
+@dataclass
+class Held:
+    """A response the server holds: ``arrived`` once requested, sent once ``release`` is called."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass
+class Resource:
+    body: str
+    content_type: str
+    held: Held
+
 
 @dataclass
 class Site:
     port: int
     hits: list[tuple[str, str, str, str]] = field(default_factory=list)  # method, host, path, body
+    resources: dict[str, Resource] = field(default_factory=dict)  # path (no query) -> resource
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -28,17 +56,33 @@ class Site:
     def paths(self) -> list[str]:
         return [path for _, _, path, _ in self.hits]
 
+    def add(self, path: str, body: str, content_type: str = "text/html; charset=utf-8", *,
+            held: bool = False) -> Held:
+        """Serve ``body`` at ``path`` (any query), held until released when ``held``."""
+        gate = Held()
+        if not held:
+            gate.release()
+        self.resources[path] = Resource(body, content_type, gate)
+        return gate
+
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, body: str) -> None:
             site.hits.append((self.command, self.headers.get("Host", ""), self.path,
                               getattr(self, "_body", "")))
-            page = pages.PAGES.get(urlsplit(self.path).path)
+            path = urlsplit(self.path).path
+            resource = site.resources.get(path)
+            page = pages.PAGES.get(path) if resource is None else resource.body
+            content_type = resource.content_type if resource else "text/html; charset=utf-8"
+            if resource is not None:
+                resource.held.arrived.set()
+                resource.held.released.wait(HOLD_LIMIT_S)
             data = (page if page is not None else body).replace("{port}", str(site.port)).encode()
             self.send_response(200 if page is not None or body else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")  # history navigations fetch again
             self.end_headers()
             self.wfile.write(data)
 

@@ -95,6 +95,57 @@ ws.onclose = e => { state.textContent = ('closed ' + e.code + ' ' + e.reason).tr
 window.ws = ws;
 </script>"""
 
+# The navigation tests' pages (tests.browser.test_navigation), added per test under a fresh
+# prefix ({base}): a search form (submitted by ENTER or its button), a link to the results, a
+# button that navigates from a timer, and a link to the search page itself.
+SEARCH = _HEAD + """<title>search</title>
+<form action="{base}/results">
+  <input id=q name=q autocomplete=off style="position:absolute;left:50px;top:50px;width:300px;height:30px">
+  <button id=go style="position:absolute;left:400px;top:50px;width:100px;height:30px">search</button>
+</form>
+<a id=link href="{base}/results?q=link"
+   style="position:absolute;left:50px;top:150px;width:200px;height:40px;display:block">results</a>
+<button id=later onclick="setTimeout(() => location.assign('{base}/results?q=later'), 300)"
+        style="position:absolute;left:50px;top:250px;width:200px;height:40px">later</button>
+<a id=search href="{base}/search"
+   style="position:absolute;left:50px;top:350px;width:200px;height:40px;display:block">search</a>"""
+
+# Renders at once (white), then turns green when its image arrives: the image is not
+# render-blocking (a pending stylesheet would hold every frame, and so the screenshot, back), but
+# the load event waits for it.
+RESULTS = _HEAD + """<title>results</title><p id=results>results</p>
+<img src="{base}/green.svg" alt="" style="position:fixed;left:0;top:100px;width:100%;height:700px">"""
+RESULTS_IMAGE = ("<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'>"
+                 "<rect width='8' height='8' fill='rgb(0,160,0)'/></svg>")
+RESULTS_GREEN = (0, 160, 0)
+
+# A single-page app: its router intercepts the link's navigation (the Navigation API), a
+# dialog's form closes the dialog (method=dialog), and a form posts into an iframe. None of
+# them leaves the document.
+APP = _HEAD + """<title>app</title>
+<a id=route href="{base}/app/inbox"
+   style="position:absolute;left:50px;top:50px;width:200px;height:40px;display:block">inbox</a>
+<dialog id=dialog open style="position:absolute;left:50px;top:150px;margin:0">
+  <form method=dialog><button id=close style="width:200px;height:40px">close</button></form></dialog>
+<form action="/hello" target=side>
+  <button style="position:absolute;left:50px;top:250px;width:200px;height:40px">into the frame</button></form>
+<iframe name=side style="position:absolute;left:300px;top:250px;width:300px;height:100px"></iframe>
+<script>
+navigation.addEventListener('navigate', e => {
+  if (e.canIntercept && e.destination.url.includes('/app/'))
+    e.intercept({ handler: async () => { document.body.dataset.route = new URL(e.destination.url).pathname; } });
+});
+</script>"""
+
+# Buttons that turn the page green: at once, from a 0 ms timer, from a 200 ms timer.
+PAINT = _HEAD + """<title>paint</title>
+<script>function green() { document.body.style.background = 'rgb(0,160,0)'; }</script>
+<button onclick="green()" style="position:absolute;left:50px;top:50px;width:200px;height:40px">now</button>
+<button onclick="setTimeout(green, 0)"
+        style="position:absolute;left:50px;top:150px;width:200px;height:40px">next task</button>
+<button onclick="setTimeout(green, 200)"
+        style="position:absolute;left:50px;top:250px;width:200px;height:40px">soon</button>"""
+
 PAGES: dict[str, str] = {
     "/form": FORM,
     "/words": WORDS,
@@ -107,4 +158,5 @@ PAGES: dict[str, str] = {
     "/links": LINKS,
     "/api": '{"ok": true}',
     "/ws": SOCKET,
+    "/paint": PAINT,
 }
