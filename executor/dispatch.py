@@ -21,13 +21,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
-from executor.items import Output, as_dict, echo_caller
+from executor.items import Output, ResourceKey, as_dict, echo_caller
 from executor.kinds import Answer, MalformedCall, ToolKind
 from executor.registry import kinds_for
 from executor.toolbox import Toolbox
@@ -139,6 +139,7 @@ class Dispatcher:
             async with asyncio.timeout(deadline), contextlib.AsyncExitStack() as stack:
                 for key in kind.resources(call):
                     await stack.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
+                    stack.enter_context(self._holding(key, work.record.call_id))
                 result = await kind.handle(call)
         except TimeoutError:
             raise SandboxTimeout(f"the call ran past its {deadline:g} s deadline") from None
@@ -147,6 +148,14 @@ class Dispatcher:
             return Answer(kind.error_output(item, "internal error: the handler returned an output "
                                                   "that does not answer this call"))
         return Answer(echo_caller(item, answer.output), answer.notes)
+
+    @contextlib.contextmanager
+    def _holding(self, key: ResourceKey, call_id: str) -> Iterator[None]:
+        self.toolbox.holding[key] = call_id
+        try:
+            yield
+        finally:
+            self.toolbox.holding.pop(key, None)
 
     async def _run(self, kind: ToolKind[Any], call: Any) -> Output:
         result = await kind.handle(call)

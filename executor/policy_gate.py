@@ -7,10 +7,12 @@ is recorded in the audit log, and reported to the progress sink.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from executor.approvals import ApprovalKind, ApprovalRequest, Approvals, DenyAll
 from sandloop.files import PatchKind
@@ -32,6 +34,8 @@ class PolicyGate:
         self.approvals: Approvals = approvals or DenyAll()
         self.audit = audit  # policies.audit.AuditLog, or None
         self.on_event = on_event
+        self._hosts_answered: dict[str, Verdict] = {}
+        self._host_locks: dict[str, asyncio.Lock] = {}
 
     async def _decide(self, kind: ApprovalKind, subject: str, call_id: str,
                       ask: Callable[[], Any], **fields: Any) -> Verdict:
@@ -74,7 +78,30 @@ class PolicyGate:
                                   path=path, operation=kind, size_bytes=size_bytes)
 
     async def url(self, url: str, *, call_id: str) -> Verdict:
-        return await self._decide("url", url, call_id, lambda: self.engine.url(url))
+        verdict: Verdict = self.engine.url(url)
+        if verdict.decision is not Decision.PROMPT:
+            return await self._decide("url", url, call_id, lambda: verdict)
+        # A page asks for many resources of one host: the human answers for the host once per
+        # run (one question at a time), and every request is still recorded with that answer.
+        host = (urlsplit(url).hostname or "").lower()
+        async with self._host_locks.setdefault(host, asyncio.Lock()):
+            answered = self._hosts_answered.get(host)
+            if answered is None:
+                final = await self._decide("url", url, call_id, lambda: verdict)
+                self._hosts_answered[host] = final
+                return final
+        return await self._decide("url", url, call_id, lambda: Verdict(
+            answered.decision, f"{answered.justification} (answered for {host} earlier in this run)",
+            verdict.rule_id, verdict.source))
+
+    def blocked(self, url: str, verdict: Verdict, *, what: str, call_id: str) -> None:
+        """The browser acted on a refusal (a page replaced, a request aborted, a socket closed):
+        recorded beside the decisions, with the rule — also for refusals the browser derives
+        from the rules itself (a name resolving to a non-public address, a scheme)."""
+        if self.audit is not None:
+            self.audit.record("outcome", action="url", subject=url, call_id=call_id, outcome="blocked",
+                              detail=what, rule_id=verdict.rule_id, source=verdict.source,
+                              justification=verdict.justification)
 
     async def function(self, name: str, *, call_id: str) -> Verdict:
         return await self._decide("function", name, call_id, lambda: self.engine.function(name))

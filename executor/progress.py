@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 
@@ -16,6 +17,7 @@ class Progress:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._hosts_shown: set[str] = set()
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         c = self.console
@@ -28,6 +30,13 @@ class Progress:
         elif kind == "call_start":
             c.print(f"  → {data['type']} [cyan]{shown(data['summary'], one_line=True)}[/]", highlight=False)
         elif kind == "decision":
+            if data["what"] == "url" and data["decision"] == "allow":
+                # A page fetches dozens of resources: the first allowed one of each host is
+                # shown, the rest are in the audit log.
+                host = urlsplit(data["subject"]).netloc
+                if host in self._hosts_shown:
+                    return
+                self._hosts_shown.add(host)
             colour = "green" if data["decision"] == "allow" else "red"
             subject = shown(data["subject"][:80], one_line=True)
             rule = shown(data.get("rule_id") or "default", one_line=True)

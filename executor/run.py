@@ -22,6 +22,7 @@ from rich.console import Console
 from executor import safety
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
+from executor.browser_gate import BrowserGate
 from executor.handlers import computer
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
@@ -33,7 +34,7 @@ from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
 from policies.engine import load_policy
 from policies.model import Policy
-from sandbox.browser import BrowserConfig, open_browser
+from sandbox.browser import open_browser
 from sandbox.docker import DockerSession
 from sandloop.hostfiles import refuse_inside
 
@@ -162,18 +163,16 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     approvals = opts.approvals or (DenyAll() if policy.unattended or not sys.stdin.isatty()
                                    else TerminalPrompt())
     audit = AuditLog(log_dir / AUDIT_NAME)
-    toolbox = Toolbox(gate=PolicyGate(engine, approvals, audit, on_event=on_event),
-                      patch_read_only_globs=tuple(policy.files.read_only))
+    gate = PolicyGate(engine, approvals, audit, on_event=on_event)
+    toolbox = Toolbox(gate=gate, patch_read_only_globs=tuple(policy.files.read_only))
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
         toolbox.session = await DockerSession.create(opts.repo.resolve(), docker_config(policy))
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
-            browser = open_browser(
-                BrowserConfig(allow_url=engine.url,
-                              redact_selectors=tuple(policy.browser.redact_selectors)),
-                placement=opts.browser)  # type: ignore[arg-type]
+            browser = open_browser(BrowserGate(gate, toolbox).config(policy),
+                                   placement=opts.browser)  # type: ignore[arg-type]
             stack.push_async_callback(browser.close)
             await browser.start()
             toolbox.browser = browser

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from executor.catalog import ToolCatalog
 from executor.gate import Gate
+from executor.items import ResourceKey
 from executor.safety import SafetyCallback
 from executor.tasks import AsyncTasks
 from executor.tools import FunctionTools
@@ -52,3 +53,6 @@ class Toolbox:
     computer_display: tuple[int, int] | None = None
     call_timeout_s: float = 600.0
     tasks: AsyncTasks = field(default_factory=AsyncTasks)
+    #: which call holds each locked resource right now (the browser's requests are recorded
+    #: against the call whose actions made them)
+    holding: dict[ResourceKey, str] = field(default_factory=dict)

@@ -38,6 +38,7 @@ import abc
 import asyncio
 import base64
 import html
+import inspect
 import io
 import ipaddress
 import json
@@ -51,7 +52,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,9 @@ __all__ = [
 log = logging.getLogger("sandloop.browser")
 
 Size = tuple[int, int]
-UrlCheck = Callable[[str], Verdict]
+#: The domain rules: a verdict, or an awaitable one (a gate that may ask a human and records
+#: every decision).
+UrlCheck = Callable[[str], Verdict | Awaitable[Verdict]]
 ActionLike = BaseModel | Mapping[str, Any]
 
 DEFAULT_VIEWPORT: Size = (1280, 800)
@@ -510,7 +513,7 @@ class PlaywrightBrowser(Browser):
     async def _goto_start(self, page: Page) -> None:
         if self.config.start_url == "about:blank":
             return
-        verdict = self._check(self.config.start_url)
+        verdict = await self._check(self.config.start_url)
         if not verdict.allowed:
             await self._show_blocked(page, self.config.start_url, verdict)
             return
@@ -640,13 +643,18 @@ class PlaywrightBrowser(Browser):
             return False
 
     # -- domain rules ----------------------------------------------------------------------
-    def _check(self, url: str) -> Verdict:
+    async def _check(self, url: str) -> Verdict:
         if url == "about:blank":
             return _BLANK
         scheme = urlsplit(url).scheme.lower()
         if scheme not in _NET_SCHEMES:
             return _scheme_refused(url)
-        return self.config.allow_url(url) if self.config.allow_url else _ALLOWED
+        return await self._rules(url) if self.config.allow_url else _ALLOWED
+
+    async def _rules(self, url: str) -> Verdict:
+        assert self.config.allow_url is not None
+        verdict = self.config.allow_url(url)
+        return await verdict if inspect.isawaitable(verdict) else verdict
 
     def _report(self, blocked: BlockedRequest) -> None:
         self.blocked_requests.append(blocked)
@@ -656,7 +664,7 @@ class PlaywrightBrowser(Browser):
 
     async def _on_route(self, route: Route) -> None:
         request = route.request
-        verdict = self._check(request.url)
+        verdict = await self._check(request.url)
         try:
             if verdict.allowed:
                 await self._forward(route)
@@ -703,7 +711,7 @@ class PlaywrightBrowser(Browser):
             if ip.is_global:
                 continue
             literal = f"[{ip}]" if ip.version == 6 else str(ip)
-            listed = self.config.allow_url(f"{scheme}://{literal}/")
+            listed = await self._rules(f"{scheme}://{literal}/")
             if not listed.allowed:
                 return Verdict(
                     Decision.DENY,
@@ -757,7 +765,7 @@ class PlaywrightBrowser(Browser):
                 return
             await response.dispose()
             target = urljoin(url, location)
-            verdict = self._check(target)
+            verdict = await self._check(target)
             if not verdict.allowed:
                 await self._refuse(route, target, verdict)
                 return
@@ -822,7 +830,7 @@ class PlaywrightBrowser(Browser):
         when this handler returns, so the page sees ``open`` only once the upstream handshake
         succeeded, and an upstream that refuses is a close before ``open``, as in a browser.
         """
-        verdict = self._check(ws.url)
+        verdict = await self._check(ws.url)
         if verdict.allowed:
             verdict = await self._address_verdict(ws.url) or verdict
         if not verdict.allowed:
@@ -880,7 +888,7 @@ class PlaywrightBrowser(Browser):
         url = page.url
         if url == "about:blank" or url.startswith("chrome-error://") or url in self._blocked:
             return None
-        verdict = self._check(url)
+        verdict = await self._check(url)
         if verdict.allowed:
             return None
         await self._show_blocked(page, url, verdict)
@@ -1114,7 +1122,7 @@ class PlaywrightBrowser(Browser):
     async def navigate(self, url: str) -> Navigation:
         async with self._lock:
             page, notes = await self._ensure_page()
-            verdict = self._check(url)
+            verdict = await self._check(url)
             if not verdict.allowed:
                 await self._show_blocked(page, url, verdict)
                 return await self._where(page, notes, verdict)
