@@ -167,6 +167,7 @@ class Helper:
             return self._answer(message)
         finally:
             self._end()
+            self.shells.want_refill()
 
     def _answer(self, message: object) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
@@ -257,6 +258,8 @@ class Helper:
             self._send(self._answer(message))
         finally:
             self._end()
+            # Standby shells are replaced after the answer is out, not to delay it.
+            self.shells.want_refill()
 
     def _send(self, reply: Reply) -> None:
         if self._out_fd is None:

@@ -185,14 +185,15 @@ class _Standby(Shell):
 
 
 def _standby_script(shell: str, go: int, script: int) -> bytes:
-    """What a standby shell sources (from a memfd, so ``ps`` shows only ``. /dev/fd/N``)."""
+    """What a standby shell sources (from a memfd, so ``ps`` shows only ``. /dev/fd/N``): wait
+    for ``go`` to close, read the NUL-separated command and ``NAME=value`` entries (one mapfile:
+    ``read -d`` would read byte by byte), export them, become ``bash -c COMMAND``."""
     return (
         f"exec {script}<&-; read -r -N 1 _sandloop_go <&{go}; exec {go}<&-\n"
-        'IFS= read -r -d "" _sandloop_c || exit 1\n'
-        "_sandloop_e=()\n"
-        'while IFS= read -r -d "" _sandloop_v; do _sandloop_e+=("$_sandloop_v"); done\n'
-        '((${#_sandloop_e[@]})) && export -- "${_sandloop_e[@]}"\n'
-        f'exec {shlex.quote(shell)} -c "$_sandloop_c" </dev/null\n'
+        "mapfile -d '' -t _sandloop_r || exit 1\n"
+        "((${#_sandloop_r[@]})) || exit 1\n"
+        '((${#_sandloop_r[@]} > 1)) && export -- "${_sandloop_r[@]:1}"\n'
+        f'exec {shlex.quote(shell)} -c "${{_sandloop_r[0]}}" </dev/null\n'
     ).encode()
 
 
@@ -222,14 +223,16 @@ class Shells:
         # bash for their script.
         self.standby = standby if self.subreaper and self.shell.endswith("bash") else 0
         self.inline_command_max = inline_command_max
-        # One lock for the books. A spawn is registered under it before any other thread (the
-        # reaper, a timeout's scan, a reclaim) can look at the new process.
+        # One lock for the books (held briefly: never across a fork).
         self._lock = threading.Condition()
         self._running: dict[int, Shell] = {}  # shells whose command is still being waited on
         self._ready: list[_Standby] = []
         self._groups: set[int] = set()  # not contained: groups that may outlive their command
         self._reaping: dict[int, Shell] = {}  # contained: shells the reaper reports on
-        self._spawned = 0
+        self._spawned = 0  # spawns completed: wakes a reaper that found no child
+        self._spawning = 0  # spawns in progress: their children may be reaped before registered
+        self._early: dict[int, int] = {}  # wait statuses collected while spawns were in progress
+        self._reclaiming = False
         self._refill_wanted = threading.Event()
         self._refiller: threading.Thread | None = None
         if contained:
@@ -249,7 +252,7 @@ class Shells:
                 self._groups.add(shell.pid)
             empty = not self._ready
         if empty:
-            self.want_refill()  # now; otherwise once the command is done, not to compete with it
+            self.want_refill()  # now; otherwise the helper asks once it has answered
         return shell
 
     def _eligible(self, command: str, env: Mapping[str, str]) -> bool:
@@ -310,28 +313,33 @@ class Shells:
 
     def _spawn(self, argv: list[str], env: Mapping[str, str], *, stdin: int, pass_fds: Sequence[int]) -> Shell:
         exit_pipe = _ExitPipe()
+        with self._lock:
+            while self._reclaiming:  # what starts now would look like a stray to it
+                self._lock.wait()
+            self._spawning += 1
         try:
-            with self._lock:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=self.workspace,
-                    env=env,
-                    start_new_session=True,
-                    close_fds=True,
-                    pass_fds=pass_fds,
-                    preexec_fn=procs.become_subreaper if self.subreaper else None,
-                )
-                shell = Shell(proc, exit_pipe)
-                if self.contained:
-                    self._reaping[proc.pid] = shell
-                    self._spawned += 1
-                    self._lock.notify_all()
+            # Not under the lock: a slow start (a standby's fork) must not hold up the reaper.
+            proc = subprocess.Popen(
+                argv,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workspace,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=pass_fds,
+                preexec_fn=procs.become_subreaper if self.subreaper else None,
+            )
         except BaseException:
+            self._spawned_one(None)
             exit_pipe.close()
             raise
+        shell = Shell(proc, exit_pipe)
+        status = self._spawned_one(shell)
+        if status is not None:  # it was over before we could register it
+            proc.returncode = _exit_code(status)
+            exit_pipe.fire()
         try:
             # Children, not the helper, should be the OOM killer's first choice.
             with open(f"/proc/{proc.pid}/oom_score_adj", "w") as fh:
@@ -355,6 +363,19 @@ class Shells:
             self.reclaim()
             threading.Thread(target=wait, daemon=True).start()
 
+    def _spawned_one(self, shell: Shell | None) -> int | None:
+        """Register a new shell; its wait status if the reaper already collected it."""
+        with self._lock:
+            self._spawning -= 1
+            status = None if shell is None else self._early.pop(shell.pid, None)
+            if not self._spawning:
+                self._early.clear()
+            if shell is not None and self.contained and status is None:
+                self._reaping[shell.pid] = shell
+            self._spawned += 1
+            self._lock.notify_all()
+        return status
+
     def _reap(self) -> None:
         """PID 1's duty: reap every child, and tell a command's loop when its shell is gone."""
         while True:
@@ -369,6 +390,8 @@ class Shells:
                 continue
             with self._lock:
                 shell = self._reaping.pop(pid, None)
+                if shell is None and self._spawning:
+                    self._early[pid] = status  # perhaps a shell whose spawn is still returning
             if shell is not None:
                 shell.proc.returncode = _exit_code(status)  # so Popen never waits on the pid itself
                 shell.exit_pipe.fire()
@@ -435,28 +458,33 @@ class Shells:
                 except PermissionError:
                     pass
         shell.close()
-        self.want_refill()
-
-    def _ours(self) -> set[int]:
-        with self._lock:
-            return set(self._running) | {s.pid for s in self._ready}
 
     def reclaim(self) -> None:
         """Kill every background process whose command already returned (in a container: every
         process that belongs to no running command, setsid escapees included)."""
-        with self._lock:
-            idle = self._groups - set(self._running)
-            self._groups.difference_update(idle)
-        if self.contained:
-            keep = self._ours() | {1, os.getpid()}
-
-            def strays(table: Mapping[int, procs.Proc]) -> Iterable[int]:
-                return set(table) - keep - procs.descendants(table, keep - {1, os.getpid()})
-
-            procs.kill_all(strays)
-        else:
+        if not self.contained:
+            with self._lock:
+                idle = self._groups - set(self._running)
+                self._groups.difference_update(idle)
             for pgid in idle:
                 procs.kill_group(pgid)
+            return
+        with self._lock:
+            while self._spawning or self._reclaiming:  # a shell half-started is no stray
+                self._lock.wait()
+            self._reclaiming = True
+            ours = set(self._running) | {s.pid for s in self._ready}
+        try:
+            keep = ours | {1, os.getpid()}
+
+            def strays(table: Mapping[int, procs.Proc]) -> Iterable[int]:
+                return set(table) - keep - procs.descendants(table, ours)
+
+            procs.kill_all(strays)
+        finally:
+            with self._lock:
+                self._reclaiming = False
+                self._lock.notify_all()
 
     def shutdown(self) -> None:
         """Kill everything started here (in a container the kernel does it when PID 1 exits)."""
