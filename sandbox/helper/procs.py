@@ -12,11 +12,10 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 __all__ = [
     "Proc",
-    "Selector",
     "alive",
     "become_subreaper",
     "descendants",
@@ -123,9 +122,10 @@ def descendants(table: Mapping[int, Proc], roots: Iterable[int]) -> set[int]:
     return found
 
 
-#: Picks processes out of a fresh table: re-evaluated on every pass, so it follows a tree as it
-#: grows or is reparented.
-Selector = Callable[[Mapping[int, Proc]], Iterable[int]]
+if TYPE_CHECKING:  # annotations only: subscripting collections.abc at run time needs Python 3.9
+    #: Picks processes out of a fresh table: re-evaluated on every pass, so it follows a tree as
+    #: it grows or is reparented.
+    Selector = Callable[[Mapping[int, Proc]], Iterable[int]]
 
 
 def tree(root: int, *, with_root: bool) -> Selector:

@@ -279,3 +279,15 @@ async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(
             assert r.exit_code != 0 and "Read-only file system" in r.stderr.text, target
         assert (await s.run("echo ok > src.txt && cat src.txt")).stdout.text == "ok\n"
     assert not (ws / ".husky" / "pre-commit").exists()
+
+
+async def test_idle_helper_exits_and_the_session_starts_a_new_one(docker_client: docker.DockerClient,
+                                                                   user_workspace: Path) -> None:
+    async with await DockerSession.create(user_workspace, DockerConfig(idle_expiry_s=1), client=docker_client) as s:
+        assert s.container is not None
+        first = s.container.id
+        assert (await s.run("echo hi")).stdout.text == "hi\n"
+        # No request for a while: the helper (PID 1) exits, and the container with it.
+        assert await asyncio.to_thread(_wait_gone, docker_client, first, 60)
+        r = await s.run("echo again")
+        assert r.stdout.text == "again\n" and s.container is not None and s.container.id != first
