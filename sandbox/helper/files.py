@@ -13,10 +13,8 @@ import base64
 import contextlib
 import errno
 import os
-import secrets
 import stat as stat_mod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from sandbox.helper import wire
 from sandbox.helper.wire import OpError
@@ -46,16 +44,19 @@ def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
-@dataclass
 class _Staged:
     """One file of a commit on its way in."""
 
-    dir_fd: int
-    name: str
-    delete: bool
-    existed: bool = False
-    tmp: str | None = None
-    backup: str | None = None
+    def __init__(self, dir_fd: int, name: str, delete: bool) -> None:
+        self.dir_fd, self.name, self.delete = dir_fd, name, delete
+        self.existed = False
+        self.tmp: str | None = None
+        self.backup: str | None = None
+
+
+def _scratch_name(suffix: str) -> str:
+    # os.urandom, not secrets: the helper keeps its imports (and so its forks) small.
+    return f".sandloop-{os.urandom(6).hex()}.{suffix}"
 
 
 class Workspace:
@@ -153,7 +154,7 @@ class Workspace:
                 self._stage(change, staged, seen)
             for entry in staged:  # the swap
                 if entry.existed:
-                    backup = f".sandloop-{secrets.token_hex(6)}.bak"
+                    backup = _scratch_name("bak")
                     os.rename(entry.name, backup, src_dir_fd=entry.dir_fd, dst_dir_fd=entry.dir_fd)
                     entry.backup = backup
                 if entry.tmp is not None:
@@ -188,7 +189,7 @@ class Workspace:
         seen.add(key)
         data = change["data"]
         dir_fd, name = self.open_parent(path, create=data is not None)
-        entry = _Staged(dir_fd, name, delete=data is None)
+        entry = _Staged(dir_fd, name, data is None)
         staged.append(entry)
         st = _lstat(dir_fd, name)
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
@@ -201,7 +202,7 @@ class Workspace:
         mode = change["mode"]
         if mode is None:
             mode = stat_mod.S_IMODE(st.st_mode) if st is not None and not stat_mod.S_ISLNK(st.st_mode) else 0o644
-        tmp = f".sandloop-{secrets.token_hex(6)}.tmp"
+        tmp = _scratch_name("tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
         entry.tmp = tmp
         try:

@@ -42,7 +42,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from sandbox.helper import procs, wire
@@ -107,13 +106,13 @@ class Capped:
 _RUNNING, _TERM_CHILDREN, _TERM_SHELL, _KILLED = range(4)
 
 
-@dataclass
 class _Ending:
     """How far ending a timed-out command has got."""
 
-    phase: int = _RUNNING
-    until: float = 0.0  # when the current step's grace period ends
-    known: dict[int, int] = field(default_factory=dict)  # every process of its tree seen: pid -> start
+    def __init__(self) -> None:
+        self.phase = _RUNNING
+        self.until = 0.0  # when the current step's grace period ends
+        self.known: dict[int, int] = {}  # every process of its tree seen: pid -> start
 
 
 class Helper:

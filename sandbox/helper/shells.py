@@ -32,7 +32,6 @@ import select
 import shlex
 import signal
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -80,6 +79,8 @@ def _memfd(data: bytes = b"", *, sealable: bool = False) -> int:
     except (AttributeError, OSError):  # no memfd here: an unlinked temporary file instead
         if sealable:
             raise
+        import tempfile  # rarely needed: not imported up front
+
         with tempfile.TemporaryFile() as tmp:
             fd = os.dup(tmp.fileno())
     try:
