@@ -177,7 +177,11 @@ class HelperClient:
     # --- one method per op ---------------------------------------------------------------
 
     async def hello(self) -> wire.HelloResult:
-        return cast("wire.HelloResult", await self._call("hello"))
+        result = cast("wire.HelloResult", await self._call("hello"))
+        if result.get("protocol") != wire.PROTOCOL_VERSION:  # an archive from another version
+            raise HelperFailed(f"the helper speaks protocol {result.get('protocol')}, "
+                               f"this host {wire.PROTOCOL_VERSION}")
+        return result
 
     async def run(
         self, command: str, *, timeout_s: float, max_output_bytes: int, env: Mapping[str, str] | None
