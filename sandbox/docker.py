@@ -455,11 +455,15 @@ class DockerSession(HelperSession):
                 await asyncio.to_thread(self._teardown)
             helper = await asyncio.to_thread(self._start_container)
             try:
-                self.hello = await asyncio.wait_for(helper.hello(), 60)
+                hello = await asyncio.wait_for(helper.hello(), 60)
             except (SandboxUnavailable, TimeoutError) as exc:
                 tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
                 await asyncio.to_thread(self._teardown)
                 raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+            self.hello = hello
+            if not hello["non_dumpable"]:
+                log.warning("%s: the helper could not make itself non-dumpable (no ctypes in %s?): commands "
+                            "running as its uid can reach its descriptors", helper.name, self.image)
             if self._died is not None:
                 self.restarts += 1
                 note = f"sandbox container died ({self._died}); started a new one"

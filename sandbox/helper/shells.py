@@ -234,6 +234,7 @@ class Shells:
         self._spawning = 0  # spawns in progress: their children may be reaped before registered
         self._early: dict[int, int] = {}  # wait statuses collected while spawns were in progress
         self._reclaiming = False
+        self._unusable = 0  # standby shells found unusable in a row
         self._refill_wanted = threading.Event()
         self._refiller: threading.Thread | None = None
         if contained:
@@ -270,8 +271,14 @@ class Shells:
                     return None
                 standby = self._ready.pop()
             if standby.proc.returncode is None and standby.hand_over(command, env):
+                self._unusable = 0
                 return standby
             self._discard(standby)
+            self._unusable += 1
+            if self._unusable >= 3:
+                # Not a one-off (killed by a command, tampered with): this image's shell cannot
+                # run the standby script (mapfile -d needs bash 4.4). Start every command directly.
+                self.standby = 0
 
     def _discard(self, standby: _Standby) -> None:
         standby.release()  # with no command written, it exits by itself
