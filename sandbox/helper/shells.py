@@ -9,7 +9,7 @@ end exactly that tree.
 
 A process only becomes a subreaper by asking itself (prctl), so the shell must ask between fork
 and exec. Python can run code there only through ``preexec_fn``, which forces a real fork of the
-helper instead of vfork: measured, that doubles the cost of starting a command. So the helper
+helper instead of vfork: measured, that makes starting a command about twice as costly. So the helper
 keeps a few *standby* shells ready, started that slow way in the background, each blocked reading
 the command it will run from a memfd; a command takes one, and it ``exec``s
 ``bash -c COMMAND`` with the command's environment (the pid, the session, the output pipes and
@@ -274,11 +274,13 @@ class Shells:
                 self._unusable = 0
                 return standby
             self._discard(standby)
-            self._unusable += 1
-            if self._unusable >= 3:
-                # Not a one-off (killed by a command, tampered with): this image's shell cannot
-                # run the standby script (mapfile -d needs bash 4.4). Start every command directly.
-                self.standby = 0
+            code = standby.proc.returncode
+            if code is not None and code > 0:  # it gave up by itself: not killed, not tampered with
+                self._unusable += 1
+                if self._unusable >= 3:
+                    # This image's shell cannot run the standby script (mapfile -d needs bash 4.4):
+                    # start every command directly.
+                    self.standby = 0
 
     def _discard(self, standby: _Standby) -> None:
         standby.release()  # with no command written, it exits by itself
