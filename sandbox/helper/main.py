@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sandbox.helper import procs, wire
 from sandbox.helper.files import Workspace
-from sandbox.helper.shells import INLINE_COMMAND_MAX, STANDBY, Shell, Shells
+from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class Helper:
 
     ``contained``: this helper owns every process it can see (it is a container's PID 1): see
     :class:`~sandbox.helper.shells.Shells`. Never set it in a process with children of its own
-    (a test runner). ``standby``: shells kept ready for the next commands.
+    (a test runner).
     """
 
     def __init__(
@@ -130,7 +130,6 @@ class Helper:
         contained: bool = False,
         home: str | None = None,
         shell: str | None = None,
-        standby: int = STANDBY,
         max_read_bytes: int = MAX_READ_BYTES,
         inline_command_max: int = INLINE_COMMAND_MAX,
         kill_grace_s: float = KILL_GRACE_S,
@@ -139,8 +138,7 @@ class Helper:
         self.contained = contained
         self.kill_grace_s = kill_grace_s
         self.files = Workspace(self.workspace, max_read_bytes=max_read_bytes)
-        self.shells = Shells(self.workspace, shell=shell, contained=contained, standby=standby,
-                             inline_command_max=inline_command_max)
+        self.shells = Shells(self.workspace, shell=shell, contained=contained, inline_command_max=inline_command_max)
         self.env = {
             "PATH": _PATH,
             "HOME": home or "/tmp/home",
@@ -166,7 +164,6 @@ class Helper:
             return self._answer(message)
         finally:
             self._end()
-            self.shells.want_refill()
 
     def _answer(self, message: object) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
@@ -257,8 +254,6 @@ class Helper:
             self._send(self._answer(message))
         finally:
             self._end()
-            # Standby shells are replaced after the answer is out, not to delay it.
-            self.shells.want_refill()
 
     def _send(self, reply: Reply) -> None:
         if self._out_fd is None:
@@ -427,7 +422,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     os.makedirs(args.home, exist_ok=True)
     helper = Helper(args.workspace, contained=args.contained, home=args.home)
-    helper.shells.want_refill()  # the first command finds a shell ready
     threading.Thread(target=_idle_watch, args=(helper, args.idle), name="idle", daemon=True).start()
     helper.serve(in_fd, out_fd)
     # The input ended: the front-end is gone. Take every command with us (in a container the

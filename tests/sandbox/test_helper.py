@@ -123,7 +123,7 @@ def test_malformed_requests_are_bad_requests_not_bugs(helper: Helper, message: A
 async def wired(tmp_path: Path) -> AsyncIterator[tuple[Helper, HelperClient]]:
     """A Helper serving a HelperClient over two pipes, as in a container, but in-process."""
     to_helper, to_client = os.pipe(), os.pipe()
-    helper = Helper(tmp_path / "ws", standby=0, max_read_bytes=8)
+    helper = Helper(tmp_path / "ws", max_read_bytes=8)
     (tmp_path / "ws").mkdir()
     thread = threading.Thread(target=helper.serve, args=(to_helper[0], to_client[1]), daemon=True)
     thread.start()
@@ -222,7 +222,7 @@ SYNTAX_ERRORS = ["echo before\nif\necho after", "echo before\nfi\necho after", "
 
 @pytest.mark.parametrize("script", CORPUS + SYNTAX_ERRORS)
 def test_a_long_command_runs_exactly_as_bash_c_would(tmp_path: Path, script: str) -> None:
-    direct, via_memfd = Helper(tmp_path, standby=0), Helper(tmp_path, standby=0, inline_command_max=0)
+    direct, via_memfd = Helper(tmp_path), Helper(tmp_path, inline_command_max=0)
     a, b = run(direct, script), run(via_memfd, script)
     assert (a["exit_code"], a["signal"], text(a["stdout"])) == (b["exit_code"], b["signal"], text(b["stdout"]))
     if script in SYNTAX_ERRORS:

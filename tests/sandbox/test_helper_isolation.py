@@ -156,8 +156,7 @@ async def test_the_host_environment_never_reaches_the_container(docker_client: d
         r = await s.run("tr '\\0' '\\n' < /proc/self/environ; env")
         assert r.exit_code == 0 and "PATH=" in r.stdout.text
         assert not any(x in r.stdout.text for x in secrets)
-        # Every process in the container, read from the host: the helper (PID 1), the standby
-        # shells, a background job.
+        # Every process in the container, read from the host: the helper (PID 1), a background job.
         await s.run("sleep 1004 >/dev/null 2>&1 &")
         pids = host_pids(s)
         assert s.inspect()["State"]["Pid"] in pids and len(pids) >= 2
@@ -165,30 +164,3 @@ async def test_the_host_environment_never_reaches_the_container(docker_client: d
             env = environ(pid)
             assert "OPENAI_API_KEY" not in env and "SANDLOOP_TEST_MARKER" not in env, (pid, env)
             assert not any(x in value for value in env.values() for x in secrets)
-
-
-PLANTS = {
-    # into their output pipes only: the next command must not print it
-    "output": "printf INJECTED > /proc/$p/fd/1; printf INJECTED > /proc/$p/fd/2",
-    # a request of its own, then every other descriptor poked (the go pipe among them)
-    "command": "printf 'sleep 2; echo HIJACKED\\0' > /proc/$p/fd/0; for fd in /proc/$p/fd/*; do "
-               "case $fd in */1|*/2) ;; *) printf 'sleep 2; echo HIJACKED\\0' > $fd;; esac; done",
-}
-
-
-@pytest.mark.parametrize("plant", sorted(PLANTS))
-async def test_a_command_cannot_plant_output_or_a_command_for_the_next_one(docker_client: docker.DockerClient,
-                                                                           user_workspace: Path, plant: str) -> None:
-    """The standby shells waiting for the next commands run as the same user: a command can open
-    their descriptors. What it writes there must not come out as the next command's output, nor
-    run as the next command."""
-    async with await DockerSession.create(user_workspace, client=docker_client) as s:
-        await s.run("true")  # standby shells are up once a command has been answered
-        script = ("n=0; for p in $(pgrep -f '^/bin/bash -c [.] /dev/fd/[0-9]+ sandloop-standby$'); do n=$((n+1)); "
-                  f"{PLANTS[plant]}; done 2>/dev/null; echo $n")
-        r = await s.run(script)
-        assert int(r.stdout.text) >= 1, "no standby shell to plant into: the test would prove nothing"
-        for i in range(4):
-            r = await s.run(f"echo next-{i}")
-            assert (r.stdout.text, r.stderr.text, r.exit_code) == (f"next-{i}\n", "", 0)
-        await _in_step(s)
