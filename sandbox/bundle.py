@@ -7,9 +7,10 @@ exactly its modules, so any image with a ``python3`` runs it (``python3 -I /opt/
 and nothing has to be installed in the image. The archive is built deterministically (fixed
 timestamps) and once per process.
 
-:func:`installed` puts an archive where a container can bind-mount it read-only: a file named
-by its sha256 in a private (0700) directory of the user's cache, never inside a workspace, so no
-command can change the code that serves it.
+:func:`install` puts a program where a container can bind-mount it read-only: a file named by
+its sha256 in a private (0700) directory of the user's cache, never inside a workspace, so no
+command can change the code that serves it. :func:`helper_programs` installs the helper's two:
+its zip application and the 200-byte program that makes each command's shell a subreaper.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from pathlib import Path
 
 from sandloop.errors import SandboxUnavailable
 
-__all__ = ["HELPER_MODULES", "PROXY_MODULES", "cache_dirs", "file_archive", "installed", "zipapp"]
+from .helper import subreaper
+
+__all__ = ["HELPER_MODULES", "PROXY_MODULES", "cache_dirs", "file_archive", "helper_programs", "install", "installed",
+           "zipapp"]
 
 #: What the in-sandbox helper carries (its entry point first).
 HELPER_MODULES = (
@@ -118,15 +122,15 @@ def _private_dir(path: Path) -> int:
     return fd
 
 
-def _holds(dir_fd: int, name: str, data: bytes) -> bool:
-    """Is ``name`` our read-only regular file with exactly ``data`` (not a symlink, not writable)?"""
+def _holds(dir_fd: int, name: str, data: bytes, mode: int) -> bool:
+    """Is ``name`` our regular file with exactly ``data`` and ``mode`` (not a symlink)?"""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError:
         return False
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o222:
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != mode:
             return False
         with os.fdopen(os.dup(fd), "rb") as fh:
             return fh.read(len(data) + 1) == data
@@ -134,15 +138,15 @@ def _holds(dir_fd: int, name: str, data: bytes) -> bool:
         os.close(fd)
 
 
-def _write(dir_fd: int, name: str, data: bytes) -> None:
-    """Atomically: a fresh temp file (O_EXCL, O_NOFOLLOW), filled, made read-only, renamed."""
+def _write(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Atomically: a fresh temp file (O_EXCL, O_NOFOLLOW), filled, given ``mode``, renamed."""
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o444)
+        os.fchmod(fd, mode)
         os.fsync(fd)
         os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -154,16 +158,17 @@ def _write(dir_fd: int, name: str, data: bytes) -> None:
         raise
 
 
-def installed(modules: tuple[str, ...], stem: str, *, outside: Iterable[Path] = ()) -> Path:
-    """The zip application of ``modules`` as a read-only file ``<stem>-<sha256>.pyz`` in a
-    private cache directory that lies outside every path in ``outside`` (the directories a
-    sandbox can write: bind-mounting the file read-only only helps if no other way leads to it).
+def install(data: bytes, stem: str, suffix: str = "", *, mode: int = 0o444, outside: Iterable[Path] = ()) -> Path:
+    """``data`` as a read-only file ``<stem>-<sha256><suffix>`` in a private cache directory that
+    lies outside every path in ``outside`` (the directories a sandbox can write: bind-mounting
+    the file read-only only helps if no other way leads to it).
 
-    An existing file is reused only if it is ours, read-only and holds exactly these bytes;
+    An existing file is reused only if it is ours, with exactly these bytes and ``mode``;
     otherwise it is replaced atomically. Raises SandboxUnavailable when no cache directory fits.
     """
-    data = zipapp(modules)
-    name = f"{stem}-{hashlib.sha256(data).hexdigest()}.pyz"
+    if mode & 0o222:
+        raise ValueError("installed files are read-only")
+    name = f"{stem}-{hashlib.sha256(data).hexdigest()}{suffix}"
     avoid = [Path(p).resolve() for p in outside]
     problems = []
     for candidate in cache_dirs():
@@ -177,8 +182,8 @@ def installed(modules: tuple[str, ...], stem: str, *, outside: Iterable[Path] = 
             problems.append(f"{candidate}: {exc}")
             continue
         try:
-            if not _holds(dir_fd, name, data):
-                _write(dir_fd, name, data)
+            if not _holds(dir_fd, name, data, mode):
+                _write(dir_fd, name, data, mode)
         except OSError as exc:
             problems.append(f"{candidate / name}: {exc}")
             continue
@@ -186,3 +191,17 @@ def installed(modules: tuple[str, ...], stem: str, *, outside: Iterable[Path] = 
             os.close(dir_fd)
         return where / name
     raise SandboxUnavailable(f"no private place to put the sandbox's {stem} program: {'; '.join(problems)}")
+
+
+def installed(modules: tuple[str, ...], stem: str, *, outside: Iterable[Path] = ()) -> Path:
+    """The zip application of ``modules``, installed (see :func:`install`) as ``<stem>-<sha256>.pyz``."""
+    return install(zipapp(modules), stem, ".pyz", outside=outside)
+
+
+def helper_programs(outside: Iterable[Path] = ()) -> tuple[Path, Path | None]:
+    """The helper's zip application and, where this machine has one, the program that makes a
+    command's shell a subreaper (:mod:`sandbox.helper.subreaper`), both installed."""
+    avoid = list(outside)
+    helper = installed(HELPER_MODULES, "helper", outside=avoid)
+    code = subreaper.program()
+    return helper, None if code is None else install(code, "subreaper", mode=0o555, outside=avoid)

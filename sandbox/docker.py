@@ -43,7 +43,7 @@ from sandloop.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandloop.limits import Limits
 
 from . import egress, images, seccomp
-from .bundle import HELPER_MODULES, installed
+from .bundle import helper_programs
 from .helper.client import HelperClient, HelperSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
@@ -55,6 +55,8 @@ log = logging.getLogger("sandloop.docker")
 WORKSPACE = "/workspace"
 #: Where the helper's code appears inside the container (a read-only bind mount).
 HELPER_PATH = f"{HELPER_DIR}/helper.pyz"
+#: Where the program that makes each command's shell a subreaper appears (idem), when there is one.
+SUBREAPER_PATH = f"{HELPER_DIR}/subreaper"
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -327,23 +329,26 @@ class DockerSession(HelperSession):
         for host in protected_paths(self.host_workspace, cfg.read_only_paths):
             inside = f"{WORKSPACE}/{host.relative_to(self.host_workspace).as_posix()}"
             mounts.append(Mount(inside, str(host), type="bind", read_only=True))
-        # The helper's code: a host file no sandbox can write, read-only inside, so no command
+        # The helper's code: host files no sandbox can write, read-only inside, so no command
         # (not even uid 0 without capabilities, which owns what root owns) can change it.
-        helper = installed(HELPER_MODULES, "helper", outside=[self.host_workspace])
+        helper, subreaper = helper_programs(outside=[self.host_workspace])
         mounts.append(Mount(HELPER_PATH, str(helper), type="bind", read_only=True))
+        if subreaper is not None:
+            mounts.append(Mount(SUBREAPER_PATH, str(subreaper), type="bind", read_only=True))
         return mounts
 
     def _create_container(self) -> Container:
         """Create (not start) the container. The low-level API: only it takes ``stdin_once``."""
         cfg = self.config
         api = self.client.api
+        mounts = self._mounts()
         host_config = api.create_host_config(
             # No init: the helper is PID 1 and reaps orphans itself. An init in front of it would
             # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
             init=False,
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
-            mounts=self._mounts(),
+            mounts=mounts,
             cap_drop=["ALL"],
             security_opt=self._security_opt(),
             pids_limit=self._engine_pids_limit(),
@@ -356,11 +361,14 @@ class DockerSession(HelperSession):
             # On an internal network nothing outside resolves: fail lookups at once, not after 10 s.
             dns_opt=None if cfg.network == "none" else ["timeout:1", "attempts:1"],
         )
+        # -I: nothing from the environment, the working directory or user site-packages.
+        command = ["python3", "-I", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
+                   "--contained"]
+        if any(m["Target"] == SUBREAPER_PATH for m in mounts):
+            command += ["--subreaper", SUBREAPER_PATH]
         created = api.create_container(
             self.image,
-            # -I: nothing from the environment, the working directory or user site-packages.
-            command=["python3", "-I", "-u", HELPER_PATH, "--workspace", WORKSPACE,
-                     "--idle", str(cfg.idle_expiry_s), "--contained"],
+            command=command,
             name=f"sandloop-{self.session_id}-{self._starts}",
             user=self.user,
             working_dir=WORKSPACE,

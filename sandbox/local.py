@@ -20,7 +20,7 @@ from pathlib import Path
 from sandloop.errors import SandboxUnavailable
 from sandloop.limits import Limits
 
-from .bundle import HELPER_MODULES, installed
+from .bundle import helper_programs
 from .helper.client import HelperClient, HelperSession
 
 __all__ = ["LocalSession"]
@@ -43,10 +43,13 @@ class LocalSession(HelperSession):
         return session
 
     def _start(self) -> HelperClient:
-        helper = installed(HELPER_MODULES, "helper", outside=[self.root])
+        helper, subreaper = helper_programs(outside=[self.root])
+        argv = [sys.executable, "-I", "-u", str(helper), "--workspace", str(self.root), "--home",
+                os.environ.get("HOME", "/tmp")]
+        if subreaper is not None:
+            argv += ["--subreaper", str(subreaper)]
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-u", str(helper), "--workspace", str(self.root), "--home",
-             os.environ.get("HOME", "/tmp")],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -120,7 +120,8 @@ class Helper:
 
     ``contained``: this helper owns every process it can see (it is a container's PID 1): see
     :class:`~sandbox.helper.shells.Shells`. Never set it in a process with children of its own
-    (a test runner).
+    (a test runner). ``subreaper``: the path of the subreaper program
+    (:mod:`sandbox.helper.subreaper`), when there is one.
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class Helper:
         contained: bool = False,
         home: str | None = None,
         shell: str | None = None,
+        subreaper: str | None = None,
         max_read_bytes: int = MAX_READ_BYTES,
         inline_command_max: int = INLINE_COMMAND_MAX,
         kill_grace_s: float = KILL_GRACE_S,
@@ -138,7 +140,8 @@ class Helper:
         self.contained = contained
         self.kill_grace_s = kill_grace_s
         self.files = Workspace(self.workspace, max_read_bytes=max_read_bytes)
-        self.shells = Shells(self.workspace, shell=shell, contained=contained, inline_command_max=inline_command_max)
+        self.shells = Shells(self.workspace, shell=shell, contained=contained, subreaper=subreaper,
+                             inline_command_max=inline_command_max)
         self.env = {
             "PATH": _PATH,
             "HOME": home or "/tmp/home",
@@ -403,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=900.0, help="exit after this long without a request")
     parser.add_argument("--home", default="/tmp/home")
     parser.add_argument("--contained", action="store_true", help="the only user of this container (its PID 1)")
+    parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
     args = parser.parse_args(argv)
     # First of all: from now on no other process can open our descriptors, memory or root
     # through /proc, nor ptrace us — not one with our uid, nor uid 0 without CAP_SYS_PTRACE.
@@ -421,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.close(null)
     os.dup2(2, 1)
     os.makedirs(args.home, exist_ok=True)
-    helper = Helper(args.workspace, contained=args.contained, home=args.home)
+    helper = Helper(args.workspace, contained=args.contained, home=args.home, subreaper=args.subreaper)
     threading.Thread(target=_idle_watch, args=(helper, args.idle), name="idle", daemon=True).start()
     helper.serve(in_fd, out_fd)
     # The input ended: the front-end is gone. Take every command with us (in a container the

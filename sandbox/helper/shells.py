@@ -7,10 +7,12 @@ orphan anywhere below it — a ``setsid cmd &`` or a double fork — is reparent
 to init, so while the command runs everything it started is in its process tree, and a timeout can
 end exactly that tree.
 
-A process only becomes a subreaper by asking itself (prctl), so the shell asks between fork and
-exec, in ``preexec_fn``. That forces a real fork of the helper instead of vfork, and Python code
-in the child: measured, about 1.6 ms more per command on an idle machine (vfork 1.4 ms, fork and
-prctl 3.0 ms to start ``bash``), the price of knowing exactly what each command started.
+A process only becomes a subreaper by asking itself (prctl), so the shell must ask between fork
+and exec. The helper starts ``subreaper bash -c COMMAND`` (:mod:`sandbox.helper.subreaper`, a
+200-byte program that asks, then execs bash: the pid, argv[0] and environment bash sees are the
+same), which keeps Python's vfork spawn. Where there is no such program (another architecture, or
+it does not run) the shell asks in ``preexec_fn``, which costs a real fork of the helper and
+Python in the child: about twice the time to start a command.
 
 A command longer than one argument may be (the kernel refuses more than 128 KiB) travels in a
 memfd that ``bash -c 'eval -- "$(</dev/fd/N)" N<&-'`` reads: the same ``$0``, ``$LINENO``, exit
@@ -26,7 +28,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 
 from sandbox.helper import procs
-from sandbox.helper.wire import OpError
+from sandbox.helper.wire import OpError, SubreaperHow
 
 __all__ = ["INLINE_COMMAND_MAX", "Shell", "Shells", "find_shell"]
 
@@ -121,13 +123,18 @@ class Shells:
         *,
         shell: str | None = None,
         contained: bool = False,
+        subreaper: str | None = None,
         inline_command_max: int = INLINE_COMMAND_MAX,
     ) -> None:
         self.workspace = workspace
         self.shell = shell or find_shell()
         self.contained = contained
-        self.subreaper = procs.has_prctl()
         self.inline_command_max = inline_command_max
+        self._subreaper = subreaper
+        # Before the reaper runs: this first command is waited for here.
+        self.subreaper: SubreaperHow = (
+            "exec" if subreaper and self._runs(subreaper) else "preexec" if procs.has_prctl() else "none"
+        )
         # One lock for the books (held briefly: never across a fork).
         self._lock = threading.Condition()
         self._running: dict[int, Shell] = {}  # shells whose command is still being waited on
@@ -157,15 +164,25 @@ class Shells:
                 self._groups.add(shell.pid)
         return shell
 
+    def _runs(self, subreaper: str) -> bool:
+        """Does the subreaper program run here (the architecture, the mount) and exec the shell?"""
+        try:
+            probe = subprocess.run([subreaper, self.shell, "-c", "exit 3"], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return probe.returncode == 3
+
     def _argv(self, command: str) -> tuple[list[str], int | None]:
-        """The shell's argv, and the memfd holding the command when it is too long for one."""
+        """The argv to start, and the memfd holding the command when it is too long for one."""
+        first = [self._subreaper] if self.subreaper == "exec" and self._subreaper else []
         if len(command) * 4 <= self.inline_command_max or len(command.encode()) <= self.inline_command_max:
-            return [self.shell, "-c", command], None
+            return [*first, self.shell, "-c", command], None
         fd = _memfd(command.encode())
         text = f"$(</dev/fd/{fd})" if self.shell.endswith("bash") else f"$(cat /dev/fd/{fd})"
         # eval runs the text the way -c would (same $0, $LINENO, exit codes); the redirection
         # closes the memfd for the command itself. The trailing argument is $0, as with -c.
-        return [self.shell, "-c", f'eval -- "{text}" {fd}<&-', self.shell], fd
+        return [*first, self.shell, "-c", f'eval -- "{text}" {fd}<&-', self.shell], fd
 
     def _spawn_reclaiming(self, argv: list[str], env: Mapping[str, str], *, pass_fds: Sequence[int]) -> Shell:
         try:
@@ -200,7 +217,7 @@ class Shells:
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=pass_fds,
-                preexec_fn=procs.become_subreaper if self.subreaper else None,
+                preexec_fn=procs.become_subreaper if self.subreaper == "preexec" else None,
             )
         except BaseException:
             self._spawned_one(None)

@@ -66,6 +66,7 @@ __all__ = [
     "RunResult",
     "StatRequest",
     "StatResult",
+    "SubreaperHow",
     "encode_frame",
     "error_reply",
     "ok_reply",
@@ -80,6 +81,10 @@ _HEADER = struct.Struct(">I")
 
 ErrorKind = Literal["bad_request", "path_refused", "missing", "too_large", "resources", "spawn", "io", "internal"]
 ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+
+#: How each command's shell is made a child subreaper (so nothing it forks leaves its tree): by
+#: exec'ing it through the subreaper program, by a prctl between fork and exec, or not at all.
+SubreaperHow = Literal["exec", "preexec", "none"]
 
 Op = Literal["hello", "run", "read", "stat", "commit"]
 OPS: tuple[Op, ...] = get_args(Op)
@@ -148,7 +153,7 @@ class HelloResult(TypedDict):
     workspace_writable: bool
     contained: bool  # the helper owns every process it can see (a container's PID 1)
     non_dumpable: bool  # commands cannot reach the helper through /proc or ptrace
-    subreaper: bool  # each command's shell is a child subreaper: nothing it forks leaves its tree
+    subreaper: SubreaperHow
 
 
 class Capture(TypedDict):

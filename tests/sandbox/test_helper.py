@@ -18,6 +18,7 @@ from typing import Any, get_args
 import pytest
 import pytest_asyncio
 
+from sandbox.bundle import helper_programs
 from sandbox.helper import wire
 from sandbox.helper.client import ERROR_CLASSES, HelperClient
 from sandbox.helper.main import Helper
@@ -26,9 +27,14 @@ from sandloop.errors import SandboxError
 # --- helpers -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def helper(tmp_path: Path) -> Iterator[Helper]:
-    h = Helper(tmp_path, kill_grace_s=0.3)
+@pytest.fixture(params=["exec", "preexec"])
+def helper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Helper]:
+    """A helper whose shells become subreapers through the subreaper program, or in preexec_fn."""
+    subreaper = helper_programs()[1] if request.param == "exec" else None
+    if request.param == "exec" and subreaper is None:
+        pytest.skip("no subreaper program for this architecture")
+    h = Helper(tmp_path, kill_grace_s=0.3, subreaper=str(subreaper) if subreaper else None)
+    assert h.shells.subreaper == request.param
     yield h
     h.shutdown()
 

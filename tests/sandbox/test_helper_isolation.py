@@ -17,6 +17,7 @@ import pytest
 
 from sandbox.bundle import HELPER_MODULES, zipapp
 from sandbox.docker import HELPER_PATH, DockerSession
+from sandbox.helper.subreaper import program
 from sandloop.errors import SandboxUnavailable
 
 from .containers import environ, host_pids
@@ -58,6 +59,10 @@ CODE_ATTACKS = [
     "umount /opt/sandloop/helper.pyz",
     "echo planted > /proc/1/root/opt/sandloop/helper.pyz",
     "printf 'import os; os.system(\"id\")\\n' > /proc/1/cwd/sitecustomize.py",
+    "chmod 777 /opt/sandloop/subreaper",
+    "cp /bin/true /opt/sandloop/subreaper",
+    "printf '#!/bin/sh\\n' > /opt/sandloop/subreaper",
+    "rm -f /opt/sandloop/subreaper",
 ]
 
 
@@ -66,6 +71,7 @@ async def test_commands_cannot_change_the_helper_code(docker_client: docker.Dock
                                                       owner: str) -> None:
     ws = _workspace(tmp_path, owner)
     expected = hashlib.sha256(zipapp(HELPER_MODULES)).hexdigest()
+    expected_subreaper = hashlib.sha256(program() or b"").hexdigest()
     async with await DockerSession.create(ws, client=docker_client) as s:
         mount = _helper_mount(s)
         host_file = Path(str(mount["Source"]))
@@ -77,10 +83,13 @@ async def test_commands_cannot_change_the_helper_code(docker_client: docker.Dock
         for attack in CODE_ATTACKS:
             r = await s.run(attack)
             assert r.exit_code != 0, (attack, r.stdout.text, r.stderr.text)
-        inside = await s.run("sha256sum /opt/sandloop/helper.pyz; ls -A /opt/sandloop /workspace")
-        assert inside.stdout.text.split()[:2] == [expected, "/opt/sandloop/helper.pyz"]
+        inside = await s.run("sha256sum /opt/sandloop/helper.pyz /opt/sandloop/subreaper; "
+                             "ls -A /opt/sandloop /workspace")
+        assert inside.stdout.text.split()[:4] == [expected, "/opt/sandloop/helper.pyz", expected_subreaper,
+                                                  "/opt/sandloop/subreaper"]
         assert "other.pyz" not in inside.stdout.text and "sitecustomize.py" not in inside.stdout.text
         assert hashlib.sha256(host_file.read_bytes()).hexdigest() == expected
+        assert s.hello is not None and s.hello["subreaper"] == "exec"
         await _in_step(s)
         # The code the next helper runs is the same: a replacement container starts and answers.
         assert s.container is not None
