@@ -14,8 +14,9 @@ Requests (host to helper)
     op        fields
     ========  ================================================================================
     hello     (none)
-    run       ``command`` str (no NUL), ``timeout_s`` number > 0, ``max_output_bytes`` int > 0,
-              ``env`` object of str to str (added to the helper's minimal environment)
+    run       ``command`` str (no NUL), ``timeout_s`` number > 0, ``max_output_bytes`` int > 0
+              (per stream), ``env`` object of str to str (names without ``=``, no NUL; added
+              to the helper's minimal environment, winning over it)
     read      ``path`` str, relative to the workspace
     stat      ``path`` str
     commit    ``changes``: list of ``{"path": str, "data": base64 str or null (delete),
@@ -31,9 +32,10 @@ Replies (helper to host)
 Error kinds (:data:`ErrorKind`): ``bad_request`` (malformed frame or request), ``path_refused``
 (a path is absolute, has ``..``, names a symlink or a non-directory on the way, or a directory
 where a file is expected), ``missing`` (the file or a parent directory does not exist),
-``too_large`` (a file is larger than the helper reads in one piece), ``resources`` (no process
-left to start the command, even after reclaiming background ones), ``spawn`` (the shell could not
-be started), ``io`` (the file system refused a read or write), ``internal`` (a bug in the helper).
+``too_large`` (a file larger than the helper reads in one piece, or a reply larger than a
+frame), ``resources`` (no process left to start the command, even after reclaiming background
+ones), ``spawn`` (the shell could not be started), ``io`` (the file system refused a read or a
+write), ``internal`` (a bug in the helper).
 """
 
 from __future__ import annotations
