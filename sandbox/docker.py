@@ -1,15 +1,23 @@
 """The Docker back-end: one warm, hardened container per session, spoken to through the helper.
 
-Start-up: create the container (not started), copy ``runner.py`` into a small anonymous volume
-with ``put_archive`` (the root filesystem is read-only, and the archive API refuses to write
-there), attach to its stdin/stdout, start it. The helper is the container's main process under
-Docker's init, so its life and the container's are one: when the attach stream closes (the
-front-end exited, or was SIGKILLed) stdin closes (``stdin_once``), the helper exits, and
-``auto_remove`` deletes the container. Labels let :func:`reap` remove anything left over.
+Start-up: the helper's zip application (:mod:`sandbox.helper`, packed by :mod:`sandbox.bundle`)
+is written once to a private host cache directory, outside every path a sandbox can write, and
+bind-mounted read-only at ``/opt/sandloop/helper.pyz``; the container is created (not started),
+we attach to its stdin/stdout, and start it. The helper is the container's main process — PID 1,
+with no init in front of it, so nothing else in the container holds the attach stream — and its
+life and the container's are one: when the attach stream closes (the front-end exited, or was
+SIGKILLed) stdin closes (``stdin_once``), the helper exits, and ``auto_remove`` deletes the
+container. Labels let :func:`reap` remove anything left over.
 
 Hardening by default: every capability dropped, no-new-privileges, read-only root, tmpfs /tmp,
 pids/memory/CPU limits, no network, no host environment, a non-root user (the workspace owner's
-uid:gid — see :func:`container_user`).
+uid:gid — see :func:`container_user`), and a helper no command can reach: its code is read-only
+and it is non-dumpable (no ``/proc/<pid>/fd``, ``mem`` or ptrace for anyone without
+CAP_SYS_PTRACE).
+
+Every failure of the Docker engine (down, restarting, refusing) surfaces as
+:class:`~sandloop.errors.SandboxUnavailable` with a one-line reason; the next call starts a fresh
+container once the engine answers again.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import logging
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,20 +39,46 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from sandloop.errors import ConfigError, SandboxUnavailable
+from sandloop.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandloop.limits import Limits
 
 from . import egress, images, seccomp
-from .bundle import file_archive
+from .bundle import helper_programs
+from .helper.client import HelperClient, HelperSession
+from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
-from .protocol import HelperSession, RunnerClient
 
 __all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
 
 log = logging.getLogger("sandloop.docker")
 
-RUNNER = Path(__file__).with_name("runner.py")
 WORKSPACE = "/workspace"
+#: Where the helper's code appears inside the container (a read-only bind mount).
+HELPER_PATH = f"{HELPER_DIR}/helper.pyz"
+#: Where the program that makes each command's shell a subreaper appears (idem), when there is one.
+SUBREAPER_PATH = f"{HELPER_DIR}/subreaper"
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+@contextlib.contextmanager
+def engine_errors(doing: str) -> Iterator[None]:
+    """Every failure of the Docker SDK inside becomes SandboxUnavailable with a one-line reason.
+
+    The SDK lets the transport's own errors through (requests' ConnectionError when the socket
+    refuses, a reset attach socket …); all of them are OSErrors.
+    """
+    try:
+        yield
+    except SandboxError:
+        raise
+    except docker.errors.APIError as exc:  # the engine answered, with an error
+        raise SandboxUnavailable(f"{doing}: {_one_line(exc.explanation or exc)}") from exc
+    except (docker.errors.DockerException, OSError, EOFError) as exc:
+        raise SandboxUnavailable(f"the Docker engine does not answer ({_one_line(exc)})") from exc
 
 
 @dataclass(frozen=True)
@@ -210,10 +244,13 @@ class DockerSession(HelperSession):
             (config.user, "set by configuration") if config.user else container_user(self.host_workspace)
         )
         self.container: Container | None = None
-        self.hello: dict[str, Any] = {}
+        self.hello: HelloResult | None = None
+        #: Containers started to replace one that died (``notes`` says why each died).
         self.restarts = 0
         self.notes: list[str] = []
-        self._runner: RunnerClient | None = None
+        self._helper: HelperClient | None = None
+        self._died: str | None = None  # why the last container died, until a new one answers
+        self._starts = 0  # containers created so far: each gets a fresh name
         self._sock: socket.socket | None = None
         self._start_lock = asyncio.Lock()
         self._closed = False
@@ -231,13 +268,11 @@ class DockerSession(HelperSession):
         """Start a session (and, first, reap containers left behind by dead front-ends)."""
         if not workspace.is_dir():
             raise SandboxUnavailable(f"workspace {workspace} is not a directory")
-        try:
+        with engine_errors("cannot reap stale sandboxes"):
             client = client or await asyncio.to_thread(docker.from_env)
             if reap_stale:
                 for name, reason in await asyncio.to_thread(reap, client):
                     log.info("reaped %s (%s)", name, reason)
-        except docker.errors.DockerException as exc:
-            raise SandboxUnavailable(f"no Docker engine answers: {exc}") from exc
         config = config or DockerConfig()
         if config.runtime == "runsc" and config.network_allow is not None:
             # This engine's runsc is registered with --network=none (the only mode that works on
@@ -294,18 +329,26 @@ class DockerSession(HelperSession):
         for host in protected_paths(self.host_workspace, cfg.read_only_paths):
             inside = f"{WORKSPACE}/{host.relative_to(self.host_workspace).as_posix()}"
             mounts.append(Mount(inside, str(host), type="bind", read_only=True))
-        mounts.append(Mount(HELPER_DIR, None, type="volume"))
+        # The helper's code: host files no sandbox can write, read-only inside, so no command
+        # (not even uid 0 without capabilities, which owns what root owns) can change it.
+        helper, subreaper = helper_programs(outside=[self.host_workspace])
+        mounts.append(Mount(HELPER_PATH, str(helper), type="bind", read_only=True))
+        if subreaper is not None:
+            mounts.append(Mount(SUBREAPER_PATH, str(subreaper), type="bind", read_only=True))
         return mounts
 
     def _create_container(self) -> Container:
         """Create (not start) the container. The low-level API: only it takes ``stdin_once``."""
         cfg = self.config
         api = self.client.api
+        mounts = self._mounts()
         host_config = api.create_host_config(
-            init=True,
+            # No init: the helper is PID 1 and reaps orphans itself. An init in front of it would
+            # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
+            init=False,
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
-            mounts=self._mounts(),
+            mounts=mounts,
             cap_drop=["ALL"],
             security_opt=self._security_opt(),
             pids_limit=self._engine_pids_limit(),
@@ -318,11 +361,15 @@ class DockerSession(HelperSession):
             # On an internal network nothing outside resolves: fail lookups at once, not after 10 s.
             dns_opt=None if cfg.network == "none" else ["timeout:1", "attempts:1"],
         )
+        # -I: nothing from the environment, the working directory or user site-packages.
+        command = ["python3", "-I", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
+                   "--contained"]
+        if any(m["Target"] == SUBREAPER_PATH for m in mounts):
+            command += ["--subreaper", SUBREAPER_PATH]
         created = api.create_container(
             self.image,
-            command=["python3", "-u", f"{HELPER_DIR}/runner.py", "--workspace", WORKSPACE,
-                     "--idle", str(cfg.idle_expiry_s), "--contained"],
-            name=f"sandloop-{self.session_id}-{self.restarts}",
+            command=command,
+            name=f"sandloop-{self.session_id}-{self._starts}",
             user=self.user,
             working_dir=WORKSPACE,
             stdin_open=True,
@@ -336,38 +383,38 @@ class DockerSession(HelperSession):
         )
         return self.client.containers.get(created["Id"])
 
-    def _start_container(self) -> RunnerClient:
+    def _start_container(self) -> HelperClient:
+        self._starts += 1
         try:
-            container = self._create_container()
-        except docker.errors.ImageNotFound:
-            raise SandboxUnavailable(
-                f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
-            ) from None
-        except docker.errors.APIError as exc:
-            raise SandboxUnavailable(f"cannot create the sandbox container: {exc.explanation or exc}") from exc
+            with engine_errors("cannot create the sandbox container"):
+                container = self._create_container()
+        except SandboxUnavailable as exc:
+            if isinstance(exc.__cause__, docker.errors.ImageNotFound):
+                raise SandboxUnavailable(
+                    f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
+                ) from None
+            raise
         self.container = container
         try:
-            container.put_archive(HELPER_DIR, file_archive(RUNNER.name, RUNNER.read_bytes()))
-            raw = self.client.api.attach_socket(
-                container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-            sock: socket.socket = getattr(raw, "_sock", raw)
-            sock.settimeout(None)
-            self._sock = sock
-            container.start()
-        except docker.errors.APIError as exc:
+            with engine_errors("cannot start the sandbox container"):
+                raw = self.client.api.attach_socket(
+                    container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+                )
+                sock: socket.socket = getattr(raw, "_sock", raw)
+                sock.settimeout(None)
+                self._sock = sock
+                container.start()
+        except SandboxUnavailable as exc:
             self._remove_container(container)
-            text = str(exc.explanation or exc)
+            text = str(exc)
             if "python3" in text and ("not found" in text or "no such file" in text):
                 raise SandboxUnavailable(
                     f"image {self.image} has no python3: sandloop's in-container helper needs "
                     "python3 (standard library only) in the image"
                 ) from exc
             if "runtime" in text.lower() and self.config.runtime:
-                raise SandboxUnavailable(
-                    f"the engine has no runtime {self.config.runtime!r}: {text}"
-                ) from exc
-            raise SandboxUnavailable(f"cannot start the sandbox container: {text}") from exc
+                raise SandboxUnavailable(f"the engine has no runtime {self.config.runtime!r}: {text}") from exc
+            raise
         name = f"container {container.name}"
         stderr_tail: list[bytes] = []
 
@@ -378,9 +425,10 @@ class DockerSession(HelperSession):
 
         demux = _Demux(sock, on_stderr)
         self._stderr_tail = stderr_tail
-        return RunnerClient(demux.recv, sock.sendall, name=name)
+        return HelperClient(demux.recv, sock.sendall, name=name)
 
     def _remove_container(self, container: Container) -> None:
+        """Best effort: a container the engine cannot remove now dies with its attach stream."""
         try:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
@@ -388,6 +436,9 @@ class DockerSession(HelperSession):
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 log.warning("could not remove %s: %s", container.name, exc)
+        except (docker.errors.DockerException, OSError) as exc:
+            log.warning("could not remove %s: the Docker engine does not answer (%s)", container.name,
+                        _one_line(exc))
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
@@ -396,36 +447,39 @@ class DockerSession(HelperSession):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
-    async def _client(self) -> RunnerClient:
-        if self._runner is not None and self._runner.alive:
-            return self._runner
+    async def _client(self) -> HelperClient:
+        if self._helper is not None and self._helper.alive:
+            return self._helper
         async with self._start_lock:
-            if self._runner is not None and self._runner.alive:
-                return self._runner
+            if self._helper is not None and self._helper.alive:
+                return self._helper
             if self._closed:
                 raise SandboxUnavailable("the session is closed")
-            if self._runner is not None:
-                # The container died (OOM-killed helper, docker kill, daemon restart): start a
-                # fresh one on the same workspace; the session goes on.
-                self.restarts += 1
-                note = f"sandbox container died ({self.dead_reason()}); started a new one"
-                self.notes.append(note)
-                log.warning(note)
+            if self._helper is not None:
+                # The container died (OOM-killed helper, docker kill, engine restart): a fresh one
+                # on the same workspace, once the engine answers; the session goes on.
+                self._died = await asyncio.to_thread(self.dead_reason)
+                self._helper = None
                 await asyncio.to_thread(self._teardown)
-            runner = await asyncio.to_thread(self._start_container)
+            helper = await asyncio.to_thread(self._start_container)
             try:
-                self.hello = await asyncio.wait_for(runner.request("hello"), 60)
+                hello = await asyncio.wait_for(helper.hello(), 60)
             except (SandboxUnavailable, TimeoutError) as exc:
                 tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
                 await asyncio.to_thread(self._teardown)
-                if "exec python3 failed" in tail or ("python3" in tail and "not found" in tail):
-                    raise SandboxUnavailable(
-                        f"image {self.image} has no python3: sandloop's in-container helper needs python3 "
-                        "(standard library only) in the image"
-                    ) from exc
                 raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
-            self._runner = runner
-            return runner
+            self.hello = hello
+            if not hello["non_dumpable"]:
+                log.warning("%s: the helper could not make itself non-dumpable (no ctypes in %s?): commands "
+                            "running as its uid can reach its descriptors", helper.name, self.image)
+            if self._died is not None:
+                self.restarts += 1
+                note = f"sandbox container died ({self._died}); started a new one"
+                self.notes.append(note)
+                log.warning(note)
+                self._died = None
+            self._helper = helper
+            return helper
 
     def dead_reason(self) -> str:
         container = self.container
@@ -440,12 +494,14 @@ class DockerSession(HelperSession):
         except docker.errors.NotFound:
             return "container gone"
         except docker.errors.APIError as exc:
-            return f"engine error: {exc}"
+            return f"engine error: {_one_line(exc)}"
+        except (docker.errors.DockerException, OSError) as exc:
+            return f"the Docker engine does not answer ({_one_line(exc)})"
 
     def _teardown(self) -> None:
         self._close_socket()
-        if self._runner is not None:
-            self._runner.mark_dead("session closed")
+        if self._helper is not None:
+            self._helper.mark_dead("session closed")
         container, self.container = self.container, None
         if container is not None:
             self._remove_container(container)
@@ -464,7 +520,8 @@ class DockerSession(HelperSession):
     def inspect(self) -> dict[str, Any]:
         if self.container is None:
             return {}
-        self.container.reload()
+        with engine_errors("cannot inspect the sandbox container"):
+            self.container.reload()
         return dict(self.container.attrs)
 
     def runtime_in_force(self) -> str:

@@ -3,7 +3,8 @@
 This back-end gives NO isolation: commands run as you, with your network and your files. The
 file operations still refuse any path that leaves the root (the helper opens each component with
 O_NOFOLLOW). It exists for `sandloop apply-patch --root DIR` and for machines without Docker;
-the loop uses the Docker back-end unless told otherwise.
+the loop uses the Docker back-end unless told otherwise. It runs exactly the helper archive the
+containers run (:func:`sandbox.bundle.installed`), not the package's source files.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from pathlib import Path
 from sandloop.errors import SandboxUnavailable
 from sandloop.limits import Limits
 
-from .protocol import HelperSession, RunnerClient
+from .bundle import helper_programs
+from .helper.client import HelperClient, HelperSession
 
 __all__ = ["LocalSession"]
-
-RUNNER = Path(__file__).with_name("runner.py")
 
 
 class LocalSession(HelperSession):
@@ -32,7 +32,7 @@ class LocalSession(HelperSession):
         self.root = root.resolve()
         self.workspace = str(self.root)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._runner: RunnerClient | None = None
+        self._helper: HelperClient | None = None
 
     @classmethod
     async def create(cls, root: Path, *, limits: Limits | None = None) -> LocalSession:
@@ -42,10 +42,14 @@ class LocalSession(HelperSession):
         await session._client()
         return session
 
-    def _start(self) -> RunnerClient:
+    def _start(self) -> HelperClient:
+        helper, subreaper = helper_programs(outside=[self.root])
+        argv = [sys.executable, "-I", "-u", str(helper), "--workspace", str(self.root), "--home",
+                os.environ.get("HOME", "/tmp")]
+        if subreaper is not None:
+            argv += ["--subreaper", str(subreaper)]
         proc = subprocess.Popen(
-            [sys.executable, "-u", str(RUNNER), "--workspace", str(self.root), "--home",
-             os.environ.get("HOME", "/tmp")],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -61,14 +65,14 @@ class LocalSession(HelperSession):
             stdin.flush()
 
         self._proc = proc
-        return RunnerClient(stdout.read1, send, name=f"local helper (pid {proc.pid})")
+        return HelperClient(stdout.read1, send, name=f"local helper (pid {proc.pid})")
 
-    async def _client(self) -> RunnerClient:
-        if self._runner is None or not self._runner.alive:
+    async def _client(self) -> HelperClient:
+        if self._helper is None or not self._helper.alive:
             await self._stop()
-            self._runner = await asyncio.to_thread(self._start)
-            await self._runner.request("hello")
-        return self._runner
+            self._helper = await asyncio.to_thread(self._start)
+            await self._helper.hello()
+        return self._helper
 
     async def _stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -87,4 +91,4 @@ class LocalSession(HelperSession):
 
     async def close(self) -> None:
         await self._stop()
-        self._runner = None
+        self._helper = None

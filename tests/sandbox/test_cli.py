@@ -8,7 +8,9 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+import docker
 import pytest
 
 from sandbox import images
@@ -45,9 +47,22 @@ def test_doctor_says_when_root_runs_without_capabilities(docker_client, tmp_path
     assert report["session"]["capabilities_effective"] == "0000000000000000"
 
 
-def test_gc_all_removes_every_sandloop_container(docker_client, capsys) -> None:  # type: ignore[no-untyped-def]
-    labels = {LABEL: "gc-test", "sandloop.owner_pid": str(os.getpid()), "sandloop.owner_host": os.uname().nodename,
+def test_gc_all_removes_every_sandloop_container(docker_client: docker.DockerClient, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    session = f"gc-test-{os.getpid()}-{time.monotonic_ns()}"
+    labels = {LABEL: session, "sandloop.owner_pid": str(os.getpid()), "sandloop.owner_host": os.uname().nodename,
               "sandloop.expires": str(int(time.time() + 3600))}
+    # The engine is shared with other test runs: `gc --all` here must only see this test's
+    # container, or it would remove everyone else's live sessions. Same CLI path, narrower view.
+    client = docker.from_env()
+    for name in ("containers", "networks"):
+        listing = getattr(client.api, name)
+
+        def only_ours(*args: Any, _listing: Any = listing, filters: dict[str, Any] | None = None, **kw: Any) -> Any:
+            return _listing(*args, filters={**(filters or {}), "label": [f"{LABEL}={session}"]}, **kw)
+
+        setattr(client.api, name, only_ours)
+    monkeypatch.setattr("sandbox.cli.docker.from_env", lambda *a, **k: client)
     c = docker_client.containers.run(images.image_name("shell"), ["sleep", "600"], detach=True, labels=labels,
                                      network_mode="none")
     try:
@@ -57,7 +72,8 @@ def test_gc_all_removes_every_sandloop_container(docker_client, capsys) -> None:
         assert c.status == "running"
         assert _run(["gc", "--all", "--json"]) == 0
         removed = json.loads(capsys.readouterr().out)
-        assert any(r["container"] == c.name for r in removed)
+        assert [r["container"] for r in removed] == [c.name]
     finally:
         with contextlib.suppress(Exception):
             c.remove(force=True)
+        client.close()

@@ -18,6 +18,8 @@ from sandbox import images
 from sandbox.docker import DockerConfig, DockerSession, reap
 from sandbox.lifecycle import LABEL, stale_reason
 
+from .containers import pids_used, wait_until
+
 pytestmark = [pytest.mark.docker]
 
 FRONTEND = """
@@ -43,7 +45,7 @@ def _wait_gone(client: docker.DockerClient, container_id: str, deadline_s: float
     return False
 
 
-def test_sigkilled_frontend_leaves_nothing_running(docker_client, user_workspace: Path) -> None:
+def test_sigkilled_frontend_leaves_nothing_running(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", FRONTEND, str(user_workspace)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     container_id = proc.stdout.readline().strip()
@@ -54,7 +56,7 @@ def test_sigkilled_frontend_leaves_nothing_running(docker_client, user_workspace
     assert _wait_gone(docker_client, container_id)
 
 
-def test_reaper_removes_containers_of_dead_owners(docker_client) -> None:
+def test_reaper_removes_containers_of_dead_owners(docker_client: docker.DockerClient) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     labels = {
@@ -92,7 +94,7 @@ def test_stale_reason_rules() -> None:
     assert stale_reason(other_host, "running") is None  # only its expiry can tell
 
 
-async def test_closing_removes_the_container(docker_client, user_workspace: Path) -> None:
+async def test_closing_removes_the_container(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     s = await DockerSession.create(user_workspace, client=docker_client)
     assert s.container is not None
     cid = s.container.id
@@ -100,7 +102,7 @@ async def test_closing_removes_the_container(docker_client, user_workspace: Path
     assert _wait_gone(docker_client, cid, 10)
 
 
-async def test_read_only_workspace(docker_client, user_workspace: Path) -> None:
+async def test_read_only_workspace(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     (user_workspace / "f.txt").write_text("x")
     async with await DockerSession.create(
         user_workspace, DockerConfig(read_only_workspace=True), client=docker_client
@@ -109,7 +111,8 @@ async def test_read_only_workspace(docker_client, user_workspace: Path) -> None:
         assert r.stdout.text == "x" and r.exit_code != 0 and "Read-only" in r.stderr.text
 
 
-async def test_root_owned_checkout_runs_as_uid0_without_capabilities(docker_client, tmp_path: Path) -> None:
+async def test_root_owned_checkout_runs_as_uid0_without_capabilities(docker_client: docker.DockerClient,
+                                                                     tmp_path: Path) -> None:
     ws = tmp_path / "rootrepo"
     ws.mkdir()
     (ws / "theirs.txt").write_text("owned by 1000\n")
@@ -148,7 +151,8 @@ async def _assert_no_setid_files(s: DockerSession, ws: Path) -> None:
     assert r.stdout.text == "still a shell\n"  # ordinary modes still work
 
 
-async def test_root_owned_checkout_under_gvisor_refuses_setid_too(docker_client, tmp_path: Path) -> None:
+async def test_root_owned_checkout_under_gvisor_refuses_setid_too(docker_client: docker.DockerClient,
+                                                                  tmp_path: Path) -> None:
     if not _has_runsc(docker_client):
         pytest.skip("the engine has no runsc runtime")
     ws = tmp_path / "rootrepo"
@@ -158,13 +162,13 @@ async def test_root_owned_checkout_under_gvisor_refuses_setid_too(docker_client,
         await _assert_no_setid_files(s, ws)
 
 
-async def test_image_without_python_is_a_clear_error(docker_client, user_workspace: Path) -> None:
+async def test_image_without_python_is_a_clear_error(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     with pytest.raises(Exception) as info:
         await DockerSession.create(user_workspace, DockerConfig(image="debian:bookworm-slim"), client=docker_client)
     assert "debian:bookworm-slim" in str(info.value) and "python3" in str(info.value)
 
 
-async def test_missing_image_is_a_clear_error(docker_client, user_workspace: Path) -> None:
+async def test_missing_image_is_a_clear_error(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     with pytest.raises(Exception) as info:
         await DockerSession.create(user_workspace, DockerConfig(image="sandloop-no-such:image"), client=docker_client)
     assert "bootstrap" in str(info.value)
@@ -174,7 +178,7 @@ def _has_runsc(client: docker.DockerClient) -> bool:
     return "runsc" in (client.info().get("Runtimes") or {})
 
 
-async def test_gvisor_runtime_is_really_in_force(docker_client, user_workspace: Path) -> None:
+async def test_gvisor_runtime_is_really_in_force(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     if not _has_runsc(docker_client):
         pytest.skip("the engine has no runsc runtime (scripts/bootstrap registers it where apt has it)")
     async with await DockerSession.create(user_workspace, DockerConfig(runtime="runsc"), client=docker_client) as s:
@@ -189,14 +193,16 @@ async def test_gvisor_runtime_is_really_in_force(docker_client, user_workspace: 
         assert s.restarts == 0
 
 
-async def test_policy_environment_reaches_every_command(docker_client, user_workspace: Path) -> None:
+async def test_policy_environment_reaches_every_command(docker_client: docker.DockerClient,
+                                                        user_workspace: Path) -> None:
     config = DockerConfig(env={"FROM_POLICY": "yes", "BOTH": "policy"})
     async with await DockerSession.create(user_workspace, config, client=docker_client) as s:
         r = await s.run('echo "$FROM_POLICY $BOTH"', env={"BOTH": "call"})
         assert r.stdout.text == "yes call\n"
 
 
-async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_client, user_workspace: Path) -> None:
+async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_client: docker.DockerClient,
+                                                                       user_workspace: Path) -> None:
     probe = (
         "import urllib.request, urllib.error\n"
         "try:\n    urllib.request.urlopen('http://blocked.test/', timeout=20)\n"
@@ -214,7 +220,7 @@ async def test_policy_network_allow_list_goes_through_the_egress_proxy(docker_cl
     assert docker_client.api.networks(names=[network]) == []
 
 
-async def test_git_dir_is_read_only_to_commands(docker_client, user_workspace: Path) -> None:
+async def test_git_dir_is_read_only_to_commands(docker_client: docker.DockerClient, user_workspace: Path) -> None:
     (user_workspace / ".git" / "hooks").mkdir(parents=True)
     (user_workspace / "src.txt").write_text("x\n")
     os.chown(user_workspace / "src.txt", 1000, 1000)
@@ -226,7 +232,8 @@ async def test_git_dir_is_read_only_to_commands(docker_client, user_workspace: P
     assert not (user_workspace / ".git" / "hooks" / "pre-commit").exists()
 
 
-async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client, user_workspace: Path) -> None:
+async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client: docker.DockerClient,
+                                                             user_workspace: Path) -> None:
     from sandloop.errors import ConfigError
 
     with pytest.raises(ConfigError, match="runsc"):
@@ -234,11 +241,17 @@ async def test_gvisor_with_an_allow_list_is_refused_up_front(docker_client, user
                                    client=docker_client)
 
 
-async def test_escaped_pid_hog_is_reclaimed_so_the_session_keeps_working(docker_client, user_workspace: Path) -> None:
+async def test_escaped_pid_hog_is_reclaimed_so_the_session_keeps_working(docker_client: docker.DockerClient,
+                                                                         user_workspace: Path) -> None:
     async with await DockerSession.create(user_workspace, DockerConfig(pids_limit=64), client=docker_client) as s:
         r = await s.run("setsid sh -c 'while :; do sleep 1000 & done' >/dev/null 2>&1 & echo started")
         assert r.stdout.text == "started\n"
-        await asyncio.sleep(1)  # the hog fills the pids limit
+
+        def full() -> bool:
+            current, limit = pids_used(s)
+            return current >= limit * 0.9
+
+        await wait_until(full, "the hog fills the pids limit")
         ok = await s.run("echo alive", timeout_s=30)
         assert ok.stdout.text == "alive\n" and s.restarts == 0
 
@@ -248,7 +261,8 @@ def _own(path: Path) -> None:
         os.chown(p, 1000, 1000, follow_symlinks=False)
 
 
-async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(docker_client, tmp_path: Path) -> None:
+async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(docker_client: docker.DockerClient,
+                                                                                tmp_path: Path) -> None:
     from sandbox.docker import protected_paths
 
     ws = tmp_path / "repo"
@@ -265,3 +279,15 @@ async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(
             assert r.exit_code != 0 and "Read-only file system" in r.stderr.text, target
         assert (await s.run("echo ok > src.txt && cat src.txt")).stdout.text == "ok\n"
     assert not (ws / ".husky" / "pre-commit").exists()
+
+
+async def test_idle_helper_exits_and_the_session_starts_a_new_one(docker_client: docker.DockerClient,
+                                                                   user_workspace: Path) -> None:
+    async with await DockerSession.create(user_workspace, DockerConfig(idle_expiry_s=1), client=docker_client) as s:
+        assert s.container is not None
+        first = s.container.id
+        assert (await s.run("echo hi")).stdout.text == "hi\n"
+        # No request for a while: the helper (PID 1) exits, and the container with it.
+        assert await asyncio.to_thread(_wait_gone, docker_client, first, 60)
+        r = await s.run("echo again")
+        assert r.stdout.text == "again\n" and s.container is not None and s.container.id != first

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import docker
 import pytest
 import pytest_asyncio
 
 from sandbox.docker import DockerConfig, DockerSession
-from sandloop.errors import FileMissing, PathRefused, SandboxUnavailable
+from sandloop.errors import FileMissing, PathRefused, ResourcesExhausted, SandboxUnavailable
+
+from .containers import pids_used, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
@@ -24,9 +28,21 @@ def module_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ws
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def session(docker_client, module_workspace: Path):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def api_key_in_environment() -> Iterator[None]:
+    """The host has an API key set while the sessions start (restored afterwards)."""
+    saved = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = "sk-test-must-not-leak"
+    yield
+    if saved is None:
+        del os.environ["OPENAI_API_KEY"]
+    else:
+        os.environ["OPENAI_API_KEY"] = saved
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def session(docker_client: docker.DockerClient, module_workspace: Path,
+                  api_key_in_environment: None) -> AsyncIterator[DockerSession]:
     s = await DockerSession.create(module_workspace, DockerConfig(memory="256m"), client=docker_client)
     yield s
     await s.close()
@@ -91,6 +107,43 @@ async def test_escapees_that_keep_spawning_are_all_killed(session: DockerSession
     assert "sleep 302" not in ps.stdout.text and "while" not in ps.stdout.text
 
 
+async def test_a_timeout_spares_a_daemon_an_earlier_command_started(session: DockerSession) -> None:
+    r = await session.run("setsid sleep 1001 >/dev/null 2>&1 & echo started")
+    assert r.stdout.text == "started\n"
+    r = await session.run("sleep 60", timeout_s=0.5)
+    assert r.timed_out
+    ps = await session.run("ps -eo args")
+    assert "sleep 1001" in ps.stdout.text.splitlines()  # the earlier command's daemon lives on
+    await session.run("pkill -f 'sleep 1001'")
+
+
+async def test_double_fork_escapees_of_a_timed_out_command_are_killed(session: DockerSession) -> None:
+    r = await session.run("(setsid sh -c 'sleep 1002 & sleep 1002 &' &); (sleep 1002 &); sleep 60", timeout_s=1)
+    assert r.timed_out
+    ps = await session.run("ps -eo args")
+    assert "sleep 1002" not in ps.stdout.text
+
+
+async def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(session: DockerSession) -> None:
+    # The shell traps TERM and goes on; a child below it ignores TERM altogether.
+    script = "(trap '' TERM; exec sleep 1003) & trap 'echo got TERM' TERM; while :; do sleep 0.05; done"
+    r = await asyncio.wait_for(session.run(script, timeout_s=2), 30)
+    assert r.timed_out and r.exit_code is None
+    assert r.stdout.text == "got TERM\n" and r.signal == 9  # asked first, then killed
+    ps = await session.run("ps -eo args")
+    assert "sleep 1003" not in ps.stdout.text
+    assert session.restarts == 0
+
+
+@pytest.mark.parametrize("megabytes", [1, 10])
+async def test_megabyte_commands_run(session: DockerSession, megabytes: int) -> None:
+    body = ("y" * 99 + "\n") * (megabytes * 10486)
+    command = f"cat <<'EOF' | wc -c\n{body}EOF\necho \"$0\"; exit 3"
+    assert len(command) > megabytes << 20
+    r = await session.run(command, timeout_s=120)
+    assert (r.exit_code, r.stdout.text, r.stderr.text) == (3, f"{len(body)}\n/bin/bash\n", "")
+
+
 async def test_background_process_does_not_hold_the_call(session: DockerSession) -> None:
     r = await session.run("sleep 100 & echo started", timeout_s=30)
     assert not r.timed_out and r.exit_code == 0 and r.stdout.text == "started\n"
@@ -128,7 +181,12 @@ async def test_fork_bomb_is_contained(session: DockerSession) -> None:
     # The bomb's first shell returns at once; its copies go on in the background until the
     # pids limit stops them. The next command finds no pid free, and the helper reclaims them.
     await session.run(":(){ :|:& };:", timeout_s=3)
-    await asyncio.sleep(1)
+
+    def full() -> bool:
+        current, limit = pids_used(session)
+        return current >= limit * 0.9
+
+    await wait_until(full, "the fork bomb fills the pids limit")
     ok = await session.run("echo alive", timeout_s=30)
     assert ok.stdout.text == "alive\n"
     count = await session.run("ps -e --no-headers | wc -l")
@@ -211,3 +269,21 @@ async def test_dead_container_is_recreated(session: DockerSession) -> None:
     assert r.stdout.text == "back\n"
     assert session.container is not None and session.container.id != old
     assert session.restarts == 1 and "died" in session.notes[-1]
+
+
+async def test_no_pid_left_is_resources_exhausted(docker_client: docker.DockerClient, user_workspace: Path) -> None:
+    """A running command that holds every pid (nothing a reclaim may take) leaves none for the
+    next: that call is answered with ResourcesExhausted, and the session survives it."""
+    async with await DockerSession.create(user_workspace, DockerConfig(pids_limit=48), client=docker_client) as s:
+        hog = asyncio.create_task(s.run("for i in $(seq 100); do sleep 1000 & done 2>/dev/null; wait", timeout_s=120))
+
+        def full() -> bool:
+            current, limit = pids_used(s)
+            return current >= limit - 1
+
+        await wait_until(full, "the running command holds every pid")
+        with pytest.raises(ResourcesExhausted) as info:
+            await s.run("echo hi")
+        assert "cannot start" in str(info.value) or "pids limit" in str(info.value)
+        hog.cancel()
+        assert s.restarts == 0

@@ -1,0 +1,438 @@
+"""sandloop's helper: runs commands and file operations for the host. Standard library only.
+
+It speaks :mod:`sandbox.helper.wire` on two file descriptors (stdin/stdout when run as a
+program): one thread per request, so a slow command never blocks another; one reply per request.
+When its input ends (the front-end went away, even SIGKILLed) or it has been idle too long, it
+exits. :class:`Helper` holds all of its state, so tests can run one in-process
+(``Helper(workspace=tmp, contained=False).handle(request)``); :func:`main` is the program.
+
+In a container the helper is the main process, PID 1 (``--contained``): nothing else holds the
+attach stream it talks over, it reaps every orphan, and it owns every process it can see. At
+start it makes itself non-dumpable, so a command, even one running as the same uid or as uid 0
+without capabilities, cannot open its descriptors, memory or root through ``/proc`` or ptrace it:
+the protocol cannot be written into from inside. Its code is a read-only bind mount.
+
+The parts: :mod:`~sandbox.helper.shells` starts each command's shell (a child subreaper, so
+everything the command forks stays in its tree) and keeps the books; :mod:`~sandbox.helper.procs`
+reads the process table and freezes and kills trees; :mod:`~sandbox.helper.files` does the file
+operations (``O_NOFOLLOW`` on every component, all-or-nothing commits).
+
+A timed-out command's tree alone is ended, in steps: frozen (SIGSTOP, rescanned until no new
+process appears, so a fork bomb cannot outrun it); SIGTERM to every process below the shell
+while the shell stays stopped (alive, it remains the subreaper of whatever they fork or orphan);
+once they are gone, or after a grace period, SIGKILL to what is left below it and SIGTERM to the
+shell (which runs its trap, if any); after another grace period SIGKILL to whatever remains. A
+background process of an earlier, finished command is never touched; when the container's pids
+limit is (nearly) used up, the helper reclaims every process that belongs to no running command.
+
+Why threads and selectors rather than asyncio subprocesses: asyncio's ``Process.wait()`` only
+returns once every pipe is closed, so a grandchild that keeps stdout open (``server &``) would
+hang the call. Here the exit of the shell is observed on its own and the pipes are then drained
+against a short deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from sandbox.helper import procs, wire
+from sandbox.helper.files import Workspace
+from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
+from sandbox.helper.wire import OpError
+
+if TYPE_CHECKING:
+    from sandbox.helper.wire import Reply, Result
+
+__all__ = ["Helper", "main"]
+
+# After the shell exits, pipes still held by background children are drained until they close,
+# until QUIET_S passes with no new bytes, or until DRAIN_MAX_S — whichever comes first.
+DRAIN_MAX_S = 2.0
+QUIET_S = 0.25
+#: How long a timed-out command's processes get after SIGTERM, in each of the two steps.
+KILL_GRACE_S = 0.5
+#: How often the tree of a timed-out command is looked at while it is being ended.
+POLL_S = 0.01
+MAX_READ_BYTES = 64 << 20
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Capped:
+    """Keeps the first and last bytes of a stream within a budget and counts what it drops."""
+
+    def __init__(self, cap: int) -> None:
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.newlines = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self.newlines += data.count(b"\n")
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_cap > 0:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    def result(self) -> wire.Capture:
+        kept = len(self.head) + len(self.tail)
+        dropped = self.total - kept
+        kept_lines = self.head.count(b"\n") + self.tail.count(b"\n")
+        return {
+            "head": base64.b64encode(bytes(self.head)).decode(),
+            "tail": base64.b64encode(bytes(self.tail)).decode(),
+            "total_bytes": self.total,
+            "dropped_bytes": dropped,
+            "dropped_lines": self.newlines - kept_lines if dropped else 0,
+        }
+
+
+_RUNNING, _TERM_CHILDREN, _TERM_SHELL, _KILLED = range(4)
+
+
+class _Ending:
+    """How far ending a timed-out command has got."""
+
+    def __init__(self) -> None:
+        self.phase = _RUNNING
+        self.until = 0.0  # when the current step's grace period ends
+        self.known: dict[int, int] = {}  # every process of its tree seen: pid -> start
+
+
+class Helper:
+    """Serves requests for one workspace.
+
+    ``contained``: this helper owns every process it can see (it is a container's PID 1): see
+    :class:`~sandbox.helper.shells.Shells`. Never set it in a process with children of its own
+    (a test runner). ``subreaper``: the path of the subreaper program
+    (:mod:`sandbox.helper.subreaper`), when there is one.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        *,
+        contained: bool = False,
+        home: str | None = None,
+        shell: str | None = None,
+        subreaper: str | None = None,
+        max_read_bytes: int = MAX_READ_BYTES,
+        inline_command_max: int = INLINE_COMMAND_MAX,
+        kill_grace_s: float = KILL_GRACE_S,
+    ) -> None:
+        self.workspace = os.path.realpath(os.fspath(workspace))
+        self.contained = contained
+        self.kill_grace_s = kill_grace_s
+        self.files = Workspace(self.workspace, max_read_bytes=max_read_bytes)
+        self.shells = Shells(self.workspace, shell=shell, contained=contained, subreaper=subreaper,
+                             inline_command_max=inline_command_max)
+        self.env = {
+            "PATH": _PATH,
+            "HOME": home or "/tmp/home",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+            "PWD": self.workspace,
+            "TMPDIR": "/tmp",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        self._lock = threading.Lock()  # the request count
+        self._busy = 0
+        self._last_activity = time.monotonic()
+        self._write_lock = threading.Lock()
+        self._out_fd: int | None = None
+
+    # --- requests ------------------------------------------------------------------------
+
+    def handle(self, message: object) -> Reply:
+        """The reply to one request. Never raises: a failure is an error reply."""
+        self._begin()
+        try:
+            return self._answer(message)
+        finally:
+            self._end()
+
+    def _answer(self, message: object) -> Reply:
+        rid = message.get("id") if isinstance(message, dict) else None
+        rid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
+        try:
+            request = wire.parse_request(message)
+            return wire.ok_reply(request["id"], self._dispatch(request))
+        except OpError as exc:
+            return wire.error_reply(rid, exc.kind, str(exc))
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            return wire.error_reply(rid, "io", f"{exc.strerror or exc}{where}")
+        except Exception as exc:  # a bug here must still answer the request
+            return wire.error_reply(rid, "internal", f"{type(exc).__name__}: {exc}")
+
+    def _dispatch(self, request: wire.Request) -> Result:
+        if request["op"] == "run":
+            return self.run(request)
+        if request["op"] == "read":
+            return self.files.read(request["path"])
+        if request["op"] == "stat":
+            return self.files.stat(request["path"])
+        if request["op"] == "commit":
+            return self.files.commit(request["changes"])
+        return self.hello()
+
+    def _begin(self) -> None:
+        with self._lock:
+            self._busy += 1
+            self._last_activity = time.monotonic()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._busy -= 1
+            self._last_activity = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request ended; 0 while one is being served."""
+        with self._lock:
+            return 0.0 if self._busy else time.monotonic() - self._last_activity
+
+    def hello(self) -> wire.HelloResult:
+        return {
+            "protocol": wire.PROTOCOL_VERSION,
+            "python": sys.version.split()[0],
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "gid": os.getgid(),
+            "shell": self.shells.shell,
+            "kernel": os.uname().release,
+            "workspace_writable": os.access(self.workspace, os.W_OK),
+            "contained": self.contained,
+            "non_dumpable": procs.non_dumpable(),
+            "subreaper": self.shells.subreaper,
+        }
+
+    # --- serving a stream ----------------------------------------------------------------
+
+    def serve(self, in_fd: int, out_fd: int) -> None:
+        """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends."""
+        self._out_fd = out_fd
+        while True:
+            try:
+                message = wire.read_frame(lambda n: os.read(in_fd, n))
+            except OpError as exc:
+                self._send(wire.error_reply(None, exc.kind, str(exc)))
+                return  # the stream is out of step: nothing after this can be trusted
+            if message is None:
+                return
+            self._begin()
+            try:
+                self._start_thread(message)
+            except RuntimeError:  # no thread left: a fork bomb holds every pid
+                self.shells.reclaim()
+                try:
+                    self._start_thread(message)
+                except RuntimeError as exc:
+                    self._end()
+                    rid = message.get("id") if isinstance(message, dict) else None
+                    self._send(wire.error_reply(rid if isinstance(rid, int) else None, "resources",
+                                                f"pids limit exhausted: {exc}"))
+
+    def _start_thread(self, message: object) -> None:
+        threading.Thread(target=self._serve_one, args=(message,), daemon=True).start()
+
+    def _serve_one(self, message: object) -> None:
+        try:
+            self._send(self._answer(message))
+        finally:
+            self._end()
+
+    def _send(self, reply: Reply) -> None:
+        if self._out_fd is None:
+            return
+        try:
+            frame = wire.encode_frame(cast("Mapping[str, Any]", reply))
+        except OpError as exc:  # a reply too large to frame is still answered
+            error = wire.error_reply(reply["id"], "too_large", str(exc))
+            frame = wire.encode_frame(cast("Mapping[str, Any]", error))
+        view = memoryview(frame)
+        with self._write_lock:
+            try:
+                while view:
+                    view = view[os.write(self._out_fd, view):]
+            except OSError:
+                pass  # the host is gone; the read side sees the end of the stream
+
+    def shutdown(self) -> None:
+        """Kill every process this helper started (in a container the kernel does it anyway)."""
+        self.shells.shutdown()
+
+    # --- run -----------------------------------------------------------------------------
+
+    def run(self, req: wire.RunRequest) -> wire.RunResult:
+        out, err = Capped(req["max_output_bytes"]), Capped(req["max_output_bytes"])
+        oom_before = procs.oom_kills()
+        if self.contained and procs.pids_exhausted():
+            # Something left in the background (a fork bomb, typically) holds nearly every pid:
+            # free them before this command, or it could not even start its own pipeline.
+            self.shells.reclaim()
+        started = time.monotonic()
+        shell = self.shells.start(req["command"], {**self.env, **req["env"]})
+        timed_out = False
+        try:
+            timed_out = self._follow(shell, started + float(req["timeout_s"]), out, err)
+        finally:
+            self.shells.finished(shell, timed_out=timed_out)
+        code = shell.proc.returncode
+        sig = -code if code is not None and code < 0 else None
+        oom_after = procs.oom_kills()
+        oom = sig == signal.SIGKILL and oom_before is not None and (oom_after or 0) > oom_before
+        return {
+            "exit_code": None if timed_out else (128 + sig if sig else code),
+            "signal": sig,
+            "timed_out": timed_out,
+            "oom_killed": bool(oom),
+            "duration_s": time.monotonic() - started,
+            "stdout": out.result(),
+            "stderr": err.result(),
+        }
+
+    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped) -> bool:
+        """Collect the output until the shell exits (ending it at the deadline), then drain the
+        pipes background children may hold. True when the command timed out."""
+        proc, exit_r = shell.proc, shell.exit_pipe.r
+        assert proc.stdout is not None and proc.stderr is not None
+        streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        sel = selectors.DefaultSelector()
+        for fd in (*streams, exit_r):
+            sel.register(fd, selectors.EVENT_READ)
+        open_pipes = set(streams)
+        ending = _Ending()
+        wake = deadline
+        exited_at: float | None = None
+        last_data = time.monotonic()
+        try:
+            while True:
+                now = time.monotonic()
+                if exited_at is None:
+                    if now >= wake:
+                        wake = self._escalate(proc.pid, ending, now)
+                    waits = [wake - now]
+                else:
+                    if not open_pipes:
+                        break
+                    if now >= exited_at + DRAIN_MAX_S or now >= max(last_data, exited_at) + QUIET_S:
+                        break
+                    waits = [exited_at + DRAIN_MAX_S - now, max(last_data, exited_at) + QUIET_S - now]
+                for key, _ in sel.select(max(0.0, min(waits))):
+                    if key.fd == exit_r:
+                        sel.unregister(exit_r)
+                        exited_at = time.monotonic()
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        streams[key.fd].add(chunk)
+                        last_data = time.monotonic()
+                    else:
+                        sel.unregister(key.fd)
+                        open_pipes.discard(key.fd)
+        finally:
+            sel.close()
+        if ending.phase == _RUNNING:
+            return False
+
+        # Whatever the tree left behind goes too: a timed-out call leaves no process.
+        def leftovers(table: Mapping[int, procs.Proc]) -> Iterable[int]:
+            alive = [pid for pid, start in ending.known.items() if pid in table and table[pid].start == start]
+            return {*alive, *procs.descendants(table, alive)}
+
+        procs.kill_all(leftovers)
+        return True
+
+    def _escalate(self, pid: int, ending: _Ending, now: float) -> float:
+        """One step of ending a command that ran past its deadline; returns when to look again.
+
+        The shell stays stopped while the processes below it get their SIGTERM: alive, it
+        remains the subreaper of everything they fork or orphan, so none of it leaves the tree.
+        Then the shell gets its own SIGTERM (and runs its trap, if it has one)."""
+        grace = self.kill_grace_s
+        if ending.phase == _RUNNING:
+            members = procs.freeze(procs.tree(pid, with_root=True))
+            ending.known.update(members)
+            for member in members:
+                if member != pid:
+                    procs.send(member, signal.SIGTERM)
+                    procs.send(member, signal.SIGCONT)
+            ending.phase, ending.until = _TERM_CHILDREN, now + grace
+        if ending.phase == _TERM_CHILDREN:
+            if now < ending.until and procs.alive(procs.tree(pid, with_root=False)):
+                return now + POLL_S
+            ending.known.update(procs.kill_all(procs.tree(pid, with_root=False)))
+            procs.send(pid, signal.SIGTERM)
+            procs.send(pid, signal.SIGCONT)
+            ending.phase, ending.until = _TERM_SHELL, now + grace
+            return ending.until
+        if ending.phase == _TERM_SHELL:
+            ending.known.update(procs.kill_all(procs.tree(pid, with_root=True)))
+            ending.phase = _KILLED
+        return now + POLL_S * 5
+
+
+# --- the program -----------------------------------------------------------------------------
+
+
+def _idle_watch(helper: Helper, idle_s: float) -> None:
+    while True:
+        time.sleep(min(5.0, idle_s / 4))
+        if helper.idle_for() > idle_s:
+            helper.shutdown()
+            os._exit(0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sandloop-helper")
+    parser.add_argument("--workspace", default="/workspace")
+    parser.add_argument("--idle", type=float, default=900.0, help="exit after this long without a request")
+    parser.add_argument("--home", default="/tmp/home")
+    parser.add_argument("--contained", action="store_true", help="the only user of this container (its PID 1)")
+    parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
+    args = parser.parse_args(argv)
+    # First of all: from now on no other process can open our descriptors, memory or root
+    # through /proc, nor ptrace us — not one with our uid, nor uid 0 without CAP_SYS_PTRACE.
+    # Our commands are such processes, and the protocol travels on our descriptors.
+    procs.set_non_dumpable()
+    if args.contained:
+        procs.set_subreaper()  # orphans come to us even where we are not PID 1
+    # Python turns SIGINT into KeyboardInterrupt; as PID 1 that handler would let a command's
+    # `kill -INT 1` through. With the default action the kernel drops it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The protocol gets private descriptors; fds 0 and 1 become /dev/null and stderr, so a
+    # stray print can never corrupt a frame.
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    os.makedirs(args.home, exist_ok=True)
+    helper = Helper(args.workspace, contained=args.contained, home=args.home, subreaper=args.subreaper)
+    threading.Thread(target=_idle_watch, args=(helper, args.idle), name="idle", daemon=True).start()
+    helper.serve(in_fd, out_fd)
+    # The input ended: the front-end is gone. Take every command with us (in a container the
+    # kernel does it when PID 1 exits; on the host, LocalSession relies on this).
+    helper.shutdown()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

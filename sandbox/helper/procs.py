@@ -1,0 +1,237 @@
+"""Processes as the helper sees them: the /proc table, process trees, freezing and killing them,
+and the few prctl calls the helper needs. Standard library only (shipped with the helper).
+
+A process is named by its pid *and* its start time: pids are reused, quickly so under a fork
+bomb, and a kill aimed at a number must not reach a newcomer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+__all__ = [
+    "Proc",
+    "alive",
+    "become_subreaper",
+    "descendants",
+    "freeze",
+    "has_prctl",
+    "kill_all",
+    "kill_group",
+    "non_dumpable",
+    "oom_kills",
+    "pids_exhausted",
+    "running",
+    "scan",
+    "send",
+    "set_non_dumpable",
+    "set_subreaper",
+    "tree",
+]
+
+_PASSES = 100  # bound on freeze passes; each pass only finds processes forked before the last
+
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+# --- prctl -----------------------------------------------------------------------------------
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        import ctypes
+
+        return cast("Callable[..., int]", ctypes.CDLL(None, use_errno=True).prctl)
+    except (ImportError, OSError, AttributeError):  # no ctypes in this image, or no prctl
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def has_prctl() -> bool:
+    return _prctl is not None
+
+
+def _call(option: int, value: int) -> int:
+    return -1 if _prctl is None else _prctl(option, value, 0, 0, 0)
+
+
+def set_non_dumpable() -> bool:
+    """No other process may open our /proc entries (fds, memory, root, environ) or ptrace us,
+    not even one with our uid, nor uid 0 without CAP_SYS_PTRACE. Survives until we exec."""
+    return _call(_PR_SET_DUMPABLE, 0) == 0
+
+
+def non_dumpable() -> bool:
+    return _call(_PR_GET_DUMPABLE, 0) == 0
+
+
+def set_subreaper() -> bool:
+    """Orphans among our descendants are reparented to us instead of to init. Survives exec."""
+    return _call(_PR_SET_CHILD_SUBREAPER, 1) == 0
+
+
+def become_subreaper() -> None:
+    """``preexec_fn`` for a command's shell (runs between fork and exec)."""
+    set_subreaper()
+
+
+# --- the process table -----------------------------------------------------------------------
+
+
+class Proc(NamedTuple):
+    ppid: int
+    state: str  # "Z" for a zombie, "T" stopped
+    start: int  # start time in clock ticks since boot
+
+
+def scan() -> dict[int, Proc]:
+    """Every process visible here, from /proc (threads are not listed, only their process)."""
+    table: dict[int, Proc] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            table[int(entry)] = Proc(int(fields[1]), fields[0].decode(), int(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return table
+
+
+def descendants(table: Mapping[int, Proc], roots: Iterable[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+if TYPE_CHECKING:  # annotations only: subscripting collections.abc at run time needs Python 3.9
+    #: Picks processes out of a fresh table: re-evaluated on every pass, so it follows a tree as
+    #: it grows or is reparented.
+    Selector = Callable[[Mapping[int, Proc]], Iterable[int]]
+
+
+def tree(root: int, *, with_root: bool) -> Selector:
+    """The descendants of ``root`` (and ``root`` itself when ``with_root``)."""
+
+    def select(table: Mapping[int, Proc]) -> Iterable[int]:
+        found = descendants(table, [root])
+        if with_root and root in table:
+            found.add(root)
+        return found
+
+    return select
+
+
+def send(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def freeze(select: Selector) -> dict[int, int]:
+    """SIGSTOP every live process ``select`` picks, rescanning until a pass finds none new.
+
+    A process with a stop signal pending cannot complete a fork, so each pass only finds what
+    was forked before the previous one: the set closes even around a fork bomb. Returns what was
+    stopped, pid to start time.
+    """
+    stopped: dict[int, int] = {}
+    for _ in range(_PASSES):
+        table = scan()
+        fresh = [pid for pid in select(table) if table[pid].state != "Z" and stopped.get(pid) != table[pid].start]
+        if not fresh:
+            break
+        for pid in fresh:
+            send(pid, signal.SIGSTOP)
+            stopped[pid] = table[pid].start
+    return stopped
+
+
+def kill_all(select: Selector) -> dict[int, int]:
+    """Freeze what ``select`` picks and SIGKILL it, until a pass finds nothing alive. Returns
+    every process killed, pid to start time."""
+    killed: dict[int, int] = {}
+    for _ in range(_PASSES):
+        stopped = freeze(select)
+        if not stopped:
+            break
+        for pid in stopped:
+            send(pid, signal.SIGKILL)
+        killed.update(stopped)
+    return killed
+
+
+def running(pid: int) -> bool:
+    """Is ``pid`` a live process (not gone, not a zombie)? One file read, not a scan."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def alive(select: Selector) -> bool:
+    """Does ``select`` pick any process that is not a zombie?"""
+    table = scan()
+    return any(table[pid].state != "Z" for pid in select(table))
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group until it is empty (a fork bomb keeps forking while we kill)."""
+    for _ in range(50):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.002)
+
+
+# --- the cgroup ------------------------------------------------------------------------------
+
+
+def _read_int(*paths: str) -> int | None:
+    for path in paths:
+        try:
+            with open(path) as fh:
+                return int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def pids_exhausted() -> bool:
+    """Is the container's pids limit (nearly) used up? cgroup v2, then v1."""
+    limit = _read_int("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+    current = _read_int("/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids/pids.current")
+    return limit is not None and current is not None and current >= limit * 0.9
+
+
+def oom_kills() -> int | None:
+    """The cgroup's OOM-kill counter (v2 memory.events or v1 memory.oom_control)."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None

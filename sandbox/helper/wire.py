@@ -1,0 +1,320 @@
+"""The helper's wire protocol, written once and used by both sides.
+
+Standard library only: the helper's zip application carries this module, and the host's
+:mod:`sandbox.helper.client` imports the same one, so the two sides cannot drift apart.
+
+Framing
+    One stream each way. A frame is a 4-byte big-endian unsigned length followed by that many
+    bytes of UTF-8 JSON holding one object. Frames larger than :data:`MAX_FRAME` are refused.
+
+Requests (host to helper)
+    ``{"id": <int>, "op": <op>, ...fields}``; ``id`` is unique among the requests in flight.
+
+    ========  ================================================================================
+    op        fields
+    ========  ================================================================================
+    hello     (none)
+    run       ``command`` str (no NUL), ``timeout_s`` number > 0, ``max_output_bytes`` int > 0
+              (per stream), ``env`` object of str to str (names without ``=``, no NUL; added
+              to the helper's minimal environment, winning over it)
+    read      ``path`` str, relative to the workspace
+    stat      ``path`` str
+    commit    ``changes``: list of ``{"path": str, "data": base64 str or null (delete),
+              "mode": int or null (keep the current mode; 0o644 for a new file)}``
+    ========  ================================================================================
+
+Replies (helper to host)
+    Exactly one per request, with the request's ``id``, in any order (requests run
+    concurrently): ``{"id", "ok": true, "result": {...}}`` with the op's result type below, or
+    ``{"id", "ok": false, "error": {"kind": <ErrorKind>, "message": str}}``. A frame that cannot
+    be read at all is answered with ``"id": null`` and the helper stops.
+
+Error kinds (:data:`ErrorKind`): ``bad_request`` (malformed frame or request), ``path_refused``
+(a path is absolute, has ``..``, names a symlink or a non-directory on the way, or a directory
+where a file is expected), ``missing`` (the file or a parent directory does not exist),
+``too_large`` (a file larger than the helper reads in one piece, or a reply larger than a
+frame), ``resources`` (no process left to start the command, even after reclaiming background
+ones), ``spawn`` (the shell could not be started), ``io`` (the file system refused a read or a
+write), ``internal`` (a bug in the helper).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
+
+__all__ = [
+    "ERROR_KINDS",
+    "MAX_FRAME",
+    "OPS",
+    "PROTOCOL_VERSION",
+    "Capture",
+    "Change",
+    "CommitRequest",
+    "CommitResult",
+    "ErrorBody",
+    "ErrorKind",
+    "ErrorReply",
+    "HelloRequest",
+    "HelloResult",
+    "OkReply",
+    "Op",
+    "OpError",
+    "ReadRequest",
+    "ReadResult",
+    "RunRequest",
+    "RunResult",
+    "StatRequest",
+    "StatResult",
+    "SubreaperHow",
+    "encode_frame",
+    "error_reply",
+    "ok_reply",
+    "parse_request",
+    "read_frame",
+]
+
+#: Bumped whenever a request, a reply or the framing changes.
+PROTOCOL_VERSION = 2
+MAX_FRAME = 256 << 20
+_HEADER = struct.Struct(">I")
+
+ErrorKind = Literal["bad_request", "path_refused", "missing", "too_large", "resources", "spawn", "io", "internal"]
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+
+#: How each command's shell is made a child subreaper (so nothing it forks leaves its tree): by
+#: exec'ing it through the subreaper program, by a prctl between fork and exec, or not at all.
+SubreaperHow = Literal["exec", "preexec", "none"]
+
+Op = Literal["hello", "run", "read", "stat", "commit"]
+OPS: tuple[Op, ...] = get_args(Op)
+
+
+class OpError(Exception):
+    """A request the helper answers with an error reply of this ``kind``."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+class HelloRequest(TypedDict):
+    id: int
+    op: Literal["hello"]
+
+
+class RunRequest(TypedDict):
+    id: int
+    op: Literal["run"]
+    command: str
+    timeout_s: float
+    max_output_bytes: int
+    env: dict[str, str]
+
+
+class ReadRequest(TypedDict):
+    id: int
+    op: Literal["read"]
+    path: str
+
+
+class StatRequest(TypedDict):
+    id: int
+    op: Literal["stat"]
+    path: str
+
+
+class Change(TypedDict):
+    path: str
+    data: str | None  # base64; None deletes the file
+    mode: int | None  # None keeps the current mode (0o644 for a new file)
+
+
+class CommitRequest(TypedDict):
+    id: int
+    op: Literal["commit"]
+    changes: list[Change]
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+class HelloResult(TypedDict):
+    protocol: int
+    python: str
+    pid: int
+    uid: int
+    gid: int
+    shell: str
+    kernel: str
+    workspace_writable: bool
+    contained: bool  # the helper owns every process it can see (a container's PID 1)
+    non_dumpable: bool  # commands cannot reach the helper through /proc or ptrace
+    subreaper: SubreaperHow
+
+
+class Capture(TypedDict):
+    head: str  # base64 of the first bytes kept
+    tail: str  # base64 of the last bytes kept
+    total_bytes: int
+    dropped_bytes: int
+    dropped_lines: int
+
+
+class RunResult(TypedDict):
+    exit_code: int | None  # None when the command timed out; 128+N when signal N ended it
+    signal: int | None
+    timed_out: bool
+    oom_killed: bool
+    duration_s: float
+    stdout: Capture
+    stderr: Capture
+
+
+class ReadResult(TypedDict):
+    data: str  # base64
+    mode: int
+
+
+class _StatExists(TypedDict):
+    exists: bool
+
+
+class StatResult(_StatExists, total=False):
+    # present when ``exists``; never follows a final symlink
+    size: int
+    mode: int
+    is_dir: bool
+    is_symlink: bool
+
+
+class CommitResult(TypedDict):
+    changed: int
+
+
+class ErrorBody(TypedDict):
+    kind: ErrorKind
+    message: str
+
+
+if TYPE_CHECKING:
+    Request = HelloRequest | RunRequest | ReadRequest | StatRequest | CommitRequest
+    Result = HelloResult | RunResult | ReadResult | StatResult | CommitResult
+
+
+class OkReply(TypedDict):
+    id: int
+    ok: Literal[True]
+    result: Result
+
+
+class ErrorReply(TypedDict):
+    id: int | None
+    ok: Literal[False]
+    error: ErrorBody
+
+
+if TYPE_CHECKING:
+    Reply = OkReply | ErrorReply
+
+
+def ok_reply(rid: int, result: Result) -> OkReply:
+    return {"id": rid, "ok": True, "result": result}
+
+
+def error_reply(rid: int | None, kind: ErrorKind, message: str) -> ErrorReply:
+    return {"id": rid, "ok": False, "error": {"kind": kind, "message": message}}
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check(ok: bool, op: str, field: str, wanted: str) -> None:
+    if not ok:
+        raise OpError("bad_request", f"{op}: field {field!r} must be {wanted}")
+
+
+def parse_request(message: object) -> Request:
+    """The request ``message`` is, checked field by field; OpError("bad_request") otherwise."""
+    if not isinstance(message, dict):
+        raise OpError("bad_request", "a request must be a JSON object")
+    rid, op = message.get("id"), message.get("op")
+    if not isinstance(rid, int) or isinstance(rid, bool):
+        raise OpError("bad_request", "a request needs an integer 'id'")
+    if op not in OPS:
+        raise OpError("bad_request", f"unknown op {op!r}")
+    if op == "run":
+        command, env = message.get("command"), message.get("env")
+        _check(isinstance(command, str), op, "command", "a string")
+        _check("\x00" not in cast(str, command), op, "command", "free of NUL bytes")
+        _check(_number(message.get("timeout_s")) and message["timeout_s"] > 0, op, "timeout_s", "a number > 0")
+        size = message.get("max_output_bytes")
+        _check(isinstance(size, int) and not isinstance(size, bool) and size > 0, op, "max_output_bytes",
+               "an integer > 0")
+        _check(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
+               op, "env", "an object of strings")
+        _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
+               op, "env", "names without '=' and values without NUL bytes")
+    elif op in ("read", "stat"):
+        _check(isinstance(message.get("path"), str), op, "path", "a string")
+    elif op == "commit":
+        changes = message.get("changes")
+        _check(isinstance(changes, list), op, "changes", "a list")
+        for change in cast("list[Any]", changes):
+            _check(isinstance(change, dict), op, "changes[]", "an object")
+            _check(isinstance(change.get("path"), str), op, "changes[].path", "a string")
+            _check(change.get("data") is None or isinstance(change["data"], str), op, "changes[].data",
+                   "base64 text or null")
+            mode = change.get("mode")
+            _check(mode is None or (isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777),
+                   op, "changes[].mode", "a permission mode or null")
+    return cast("Request", message)
+
+
+# --- framing -------------------------------------------------------------------------------
+
+
+def encode_frame(message: Mapping[str, Any]) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if len(body) > MAX_FRAME:
+        raise OpError("bad_request", f"a frame of {len(body)} bytes exceeds {MAX_FRAME}")
+    return _HEADER.pack(len(body)) + body
+
+
+def _exact(recv: Callable[[int], bytes], n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def read_frame(recv: Callable[[int], bytes]) -> object | None:
+    """The next message from ``recv`` (a ``read(n)``), or None when the stream ends.
+
+    Raises OpError("bad_request") for an oversized frame or a body that is not JSON.
+    """
+    header = _exact(recv, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_FRAME:
+        raise OpError("bad_request", f"a frame of {size} bytes exceeds {MAX_FRAME}")
+    body = _exact(recv, size)
+    if body is None:
+        return None
+    try:
+        return cast(object, json.loads(body))
+    except ValueError as exc:
+        raise OpError("bad_request", f"a frame that is not JSON: {exc}") from None
