@@ -1,0 +1,121 @@
+"""Reading untrusted JSON: a JSONL file line by line, and fields that may be absent or of any
+type (a field of the wrong type reads as absent), from logs a crafted run could have written."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["as_int", "as_num", "as_str", "call_key", "dicts", "jsonl", "opt_str", "output_key",
+           "pretty", "screenshot_ref", "text_of", "timestamp"]
+
+_SHOT = re.compile(r"screenshot:sha256:([0-9a-f]{64})")
+
+
+def screenshot_ref(value: Any) -> str | None:
+    """The sha256 of a ``screenshot:sha256:<hex>`` reference; None for anything else (so a
+    crafted reference can never become a path)."""
+    if not isinstance(value, str):
+        return None
+    match = _SHOT.fullmatch(value)
+    return match.group(1) if match else None
+
+
+
+def jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                problems.append(f"{path.name} line {number}: not JSON, skipped")
+                continue
+            if isinstance(data, dict):
+                yield data
+            else:
+                problems.append(f"{path.name} line {number}: not a JSON object, skipped")
+
+
+def as_str(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value)
+
+
+def opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def output_key(item: Mapping[str, Any]) -> str | None:
+    """The call an output item answers (local_shell_call_output may use ``id``; an MCP
+    approval answers its request's item id)."""
+    kind = item.get("type")
+    if kind == "mcp_approval_response":
+        return opt_str(item.get("approval_request_id"))
+    if kind == "local_shell_call_output":
+        return opt_str(item.get("id")) or opt_str(item.get("call_id"))
+    if isinstance(kind, str) and kind.endswith("_output"):
+        return opt_str(item.get("call_id"))
+    return None
+
+
+def call_key(item: Mapping[str, Any]) -> str | None:
+    if item.get("type") == "mcp_approval_request":
+        return opt_str(item.get("id"))
+    if item.get("type") == "local_shell_call":
+        return opt_str(item.get("call_id")) or opt_str(item.get("id"))
+    return opt_str(item.get("call_id"))
+
+
+def text_of(content: Any) -> str:
+    """A message's content as text: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in dicts(content):
+        for key in ("text", "refusal"):
+            if isinstance(part.get(key), str):
+                parts.append(part[key])
+        ref = screenshot_ref(part.get("image_url"))
+        if ref:
+            parts.append(f"[image {ref[:12]}…]")
+    return "\n".join(parts)
+
+
+def timestamp(value: Any) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value).timestamp()
+    return None
+
+
+def pretty(value: Any) -> str:
+    """JSON (or a JSON string) indented; any other text as it is."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, str):
+            return decoded
+        value = decoded
+    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -1,0 +1,100 @@
+"""Where a run's files are: a run folder, a request log with its neighbours, or the latest run
+under the state directory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from executor.audit import DEFAULT_LOG
+
+__all__ = ["AUDIT", "REPORT", "REQUESTS", "SCREENSHOTS", "SUMMARY", "RunFiles", "RunNotFound",
+           "latest_run", "resolve", "state_dir"]
+
+REQUESTS, AUDIT, SUMMARY, SCREENSHOTS, REPORT = (
+    "requests.jsonl", "audit.jsonl", "summary.json", "screenshots", "report.html")
+
+
+class RunNotFound(LookupError):
+    """The thing named is not a run folder, a request log, or a run in that log."""
+
+
+
+# -- where a run's files are ---------------------------------------------------------------
+
+
+def state_dir() -> Path:
+    """Where run folders live: ``$XDG_STATE_HOME/sandloop/runs`` (default
+    ``~/.local/state/sandloop/runs``)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "sandloop" / "runs"
+
+
+def latest_run(state: Path | None = None) -> Path | None:
+    """The newest run folder under ``state`` (default :func:`state_dir`): the one whose request
+    log was written last, i.e. the run that last did something. None when there is none."""
+    root = state if state is not None else state_dir()
+    best: tuple[float, str] | None = None
+    found: Path | None = None
+    with contextlib.suppress(OSError):
+        for child in root.iterdir():
+            log = child / REQUESTS
+            with contextlib.suppress(OSError):
+                key = (log.stat().st_mtime, child.name)
+                if best is None or key > best:
+                    best, found = key, child
+    return found
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one run, found from what the person named."""
+
+    requests: Path
+    audit: Path | None
+    summary: Path | None
+    screenshots: Path
+    #: where the report goes unless told otherwise
+    report: Path
+    #: the audit log is this run's alone (a run folder), not shared by several runs
+    own_audit: bool
+
+
+def resolve(target: Path | str | None = None, *, state: Path | None = None) -> RunFiles:
+    """A run folder, a request log, or None for the latest run (under ``state``, then today's
+    default log ``reports/live-requests.jsonl``)."""
+    if target is None:
+        folder = latest_run(state)
+        if folder is not None:
+            target = folder
+        elif DEFAULT_LOG.is_file():
+            target = DEFAULT_LOG
+        else:
+            where = state if state is not None else state_dir()
+            raise RunNotFound(f"no run found: no run folder under {where} and no {DEFAULT_LOG}")
+    path = Path(target)
+    if path.is_dir():
+        for name in (REQUESTS, DEFAULT_LOG.name):
+            if (path / name).is_file():
+                log = path / name
+                break
+        else:
+            raise RunNotFound(f"{path} is not a run folder: it holds no {REQUESTS}")
+        own = log.name == REQUESTS
+        summary = path / SUMMARY
+        return RunFiles(log, _existing(path / AUDIT), summary if summary.is_file() else None,
+                        path / SCREENSHOTS, path / REPORT, own)
+    if not path.is_file():
+        raise RunNotFound(f"{path}: no such run folder or request log")
+    folder = path.parent
+    own = path.name == REQUESTS
+    summary = folder / SUMMARY
+    return RunFiles(path, _existing(folder / AUDIT), summary if own and summary.is_file() else None,
+                    folder / SCREENSHOTS, folder / REPORT if own else folder / f"{path.stem}.report.html",
+                    own)
+
+
+def _existing(path: Path) -> Path | None:
+    return path if path.is_file() else None

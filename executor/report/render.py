@@ -1,0 +1,204 @@
+"""A :class:`~executor.report.model.Run` as one self-contained HTML file.
+
+Self-contained means the page fetches nothing, ever: the CSS and the script are inline, every
+screenshot is inline (a small JPEG thumbnail, shown; the full-size image as base64 in a
+``<script type="text/plain">`` block the page decodes only when a thumbnail is opened), and a
+Content-Security-Policy allows no source but those inline blocks (by hash) and ``data:``
+images. The file can be mailed, archived beside the audit log, or opened from any folder.
+
+Every piece of text that came from the model, a page, a command or a log goes through Jinja2's
+autoescaping (``<script>`` in a command's output is shown, never run), after control characters
+are made visible (:func:`sandloop.text.visible`), so a bidirectional override or an escape
+sequence shows as what it is. The CSP is the second fence: even markup that slipped through
+could run no script and load nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+from PIL import Image as PILImage
+
+from executor.report import marks
+from executor.report.model import Run
+from sandloop.text import visible
+
+__all__ = ["THUMB_WIDTH", "Shot", "Text", "render", "text"]
+
+THUMB_WIDTH = 480
+#: a text longer than this is shown as its head and tail (the log keeps it whole)
+TEXT_LIMIT = 200_000
+#: lines shown before and after the fold of a long output
+PREVIEW_LINES = 6
+
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
+         ".gif": "image/gif"}
+_DROPPED = (
+    re.compile(r"…\[(\d+) bytes, (\d+) lines dropped\]…"),  # the sandbox's cap (head and tail)
+    re.compile(r"…\[(\d+) chars dropped\]…"),  # the call's max_output_length
+)
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One screenshot as the page holds it."""
+
+    sha: str
+    width: int
+    height: int
+    thumb: str  # data URL
+    mime: str
+    full: str  # base64 of the file as stored
+
+
+def _find(folder: Path, sha: str) -> Path | None:
+    for suffix in _MIME:
+        path = folder / f"{sha}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def _shot(folder: Path, sha: str) -> Shot | None:
+    path = _find(folder, sha)
+    if path is None:
+        return None
+    data = path.read_bytes()
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            thumb = image.convert("RGB")
+            # reducing_gap: a fast integer downscale first, then a proper resample
+            thumb.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 4), PILImage.Resampling.BICUBIC, reducing_gap=2.0)
+            buf = io.BytesIO()
+            thumb.save(buf, format="JPEG", quality=72, optimize=True)
+    except (OSError, ValueError):
+        return None  # not an image we can read: shown as missing
+    return Shot(sha, width, height, "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode(),
+                _MIME[path.suffix], base64.b64encode(data).decode())
+
+
+def _shots(folder: Path, shas: Iterable[str]) -> dict[str, Shot]:
+    wanted = list(shas)
+    # Decoding and scaling release the GIL: the thumbnails are made side by side.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        made = pool.map(lambda sha: _shot(folder, sha), wanted)
+        return {sha: shot for sha, shot in zip(wanted, made, strict=True) if shot is not None}
+
+
+# -- text ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Text:
+    """A stream or a long value, ready to show: whole when short; else head, fold and tail, with
+    the whole text behind a disclosure."""
+
+    whole: str
+    head: str
+    tail: str
+    lines: int
+    folded: int  # lines between head and tail
+    dropped: tuple[str, ...]  # what the sandbox or the call's limit cut, as said in the text
+
+    @property
+    def long(self) -> bool:
+        return self.folded > 0
+
+
+def text(value: str) -> Text:
+    if len(value) > TEXT_LIMIT:
+        half = TEXT_LIMIT // 2
+        value = f"{value[:half]}\n…[{len(value) - TEXT_LIMIT} chars not shown in the report]…\n{value[-half:]}"
+    dropped = []
+    for match in _DROPPED[0].finditer(value):
+        dropped.append(f"{int(match.group(1)):,} bytes ({int(match.group(2)):,} lines) dropped by the sandbox")
+    for match in _DROPPED[1].finditer(value):
+        dropped.append(f"{int(match.group(1)):,} chars cut to the call's max_output_length")
+    lines = value.splitlines()
+    if len(lines) <= 2 * PREVIEW_LINES + 2:
+        return Text(value, value, "", len(lines), 0, tuple(dropped))
+    return Text(value, "\n".join(lines[:PREVIEW_LINES]), "\n".join(lines[-PREVIEW_LINES:]),
+                len(lines), len(lines) - 2 * PREVIEW_LINES, tuple(dropped))
+
+
+# -- the template --------------------------------------------------------------------------
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ }}``: control characters made visible before escaping (Markup is ours)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
+def _duration(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return ""
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{int(value // 60)} min {value % 60:.0f} s"
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "—" if value is None else str(value)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("executor.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=_duration, number=_number, text=text, describe=marks.describe,
+                       json=lambda v: json.dumps(v, indent=2, ensure_ascii=False))
+    env.globals.update(overlay=marks.overlay, kind=lambda value: type(value).__name__)
+    return env
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("executor.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _csp_hash(content: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(content.encode()).digest()).decode() + "'"
+
+
+def render(run: Run) -> str:
+    """The report of ``run`` as one HTML document."""
+    shots = _shots(run.files.screenshots, run.screenshots())
+    css, script = _asset("report.css"), _asset("report.js")
+    # One rule per screenshot: a thumbnail used twice (after one call, before the next) is
+    # stored once. Base64 and hex digits only: nothing here can close the block.
+    thumbs = "".join(f".t-{s.sha}{{background-image:url({s.thumb})}}" for s in shots.values())
+    policy = "; ".join([
+        "default-src 'none'",
+        f"style-src {_csp_hash(css)} {_csp_hash(thumbs)}",
+        f"script-src {_csp_hash(script)}",
+        "img-src data:",
+        "base-uri 'none'",
+        "form-action 'none'",
+    ])
+    template = _environment().get_template("report.html.j2")
+    return template.render(run=run, shots=shots, css=Markup(css), thumbs=Markup(thumbs),
+                           script=Markup(script), csp=policy)
