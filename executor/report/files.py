@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from executor.audit import DEFAULT_LOG
 
 __all__ = ["AUDIT", "REPORT", "REQUESTS", "SCREENSHOTS", "SUMMARY", "RunFiles", "RunNotFound",
-           "latest_run", "resolve", "state_dir"]
+           "latest_run", "report_for", "resolve", "state_dir"]
 
 REQUESTS, AUDIT, SUMMARY, SCREENSHOTS, REPORT = (
     "requests.jsonl", "audit.jsonl", "summary.json", "screenshots", "report.html")
@@ -56,7 +57,8 @@ class RunFiles:
     audit: Path | None
     summary: Path | None
     screenshots: Path
-    #: where the report goes unless told otherwise
+    #: where the report goes unless told otherwise (for a shared log, once the run is known:
+    #: :func:`report_for`)
     report: Path
     #: the audit log is this run's alone (a run folder), not shared by several runs
     own_audit: bool
@@ -76,17 +78,11 @@ def resolve(target: Path | str | None = None, *, state: Path | None = None) -> R
             raise RunNotFound(f"no run found: no run folder under {where} and no {DEFAULT_LOG}")
     path = Path(target)
     if path.is_dir():
-        for name in (REQUESTS, DEFAULT_LOG.name):
-            if (path / name).is_file():
-                log = path / name
-                break
-        else:
+        log = next((path / n for n in (REQUESTS, DEFAULT_LOG.name) if (path / n).is_file()), None)
+        if log is None:
             raise RunNotFound(f"{path} is not a run folder: it holds no {REQUESTS}")
-        own = log.name == REQUESTS
-        summary = path / SUMMARY
-        return RunFiles(log, _existing(path / AUDIT), summary if summary.is_file() else None,
-                        path / SCREENSHOTS, path / REPORT, own)
-    if not path.is_file():
+        path = log
+    elif not path.is_file():
         raise RunNotFound(f"{path}: no such run folder or request log")
     folder = path.parent
     own = path.name == REQUESTS
@@ -94,6 +90,15 @@ def resolve(target: Path | str | None = None, *, state: Path | None = None) -> R
     return RunFiles(path, _existing(folder / AUDIT), summary if own and summary.is_file() else None,
                     folder / SCREENSHOTS, folder / REPORT if own else folder / f"{path.stem}.report.html",
                     own)
+
+
+def report_for(files: RunFiles, run_id: str) -> Path:
+    """Where the report of ``run_id`` goes by default: a run folder's ``report.html``; for a log
+    several runs share, a file named after the log and the run (the id made safe as a name)."""
+    if files.own_audit:
+        return files.requests.parent / REPORT
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id).lstrip(".") or "run"
+    return files.requests.parent / f"{files.requests.stem}.{safe}.report.html"
 
 
 def _existing(path: Path) -> Path | None:

@@ -19,6 +19,7 @@ as the request log is (the decision log keeps command lines as they were).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -42,7 +43,7 @@ from executor.report.fields import (
     text_of,
     timestamp,
 )
-from executor.report.files import RunFiles, RunNotFound, resolve
+from executor.report.files import RunFiles, RunNotFound, report_for, resolve
 from executor.report.model import (
     AuditCheck,
     Call,
@@ -445,5 +446,6 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
     stray = [d for key, ds in decisions.by_call.items() if key not in ctx.claimed for d in ds] \
         if files.own_audit else []
     head = meta.get("audit_head")
+    files = dataclasses.replace(files, report=report_for(files, log.run_id))
     return Run(files, log.run_id, meta, result, [turns[i] for i in sorted(turns)],
                _verify(files.audit, head, decisions.records), stray, problems)

@@ -1,10 +1,11 @@
 """A :class:`~executor.report.model.Run` as one self-contained HTML file.
 
 Self-contained means the page fetches nothing, ever: the CSS and the script are inline, every
-screenshot is inline (a small JPEG thumbnail, shown; the full-size image as base64 in a
-``<script type="text/plain">`` block the page decodes only when a thumbnail is opened), and a
-Content-Security-Policy allows no source but those inline blocks (by hash) and ``data:``
-images. The file can be mailed, archived beside the audit log, or opened from any folder.
+screenshot is inline at full size, once (a CSS rule per screenshot holds it as a ``data:`` URL;
+each picture of it — the thumbnail after one call, the one the next call's actions are drawn
+on, the full-size view — is an element of that class), and a Content-Security-Policy allows no
+source but those inline blocks (by hash) and ``data:`` images. The file can be mailed, archived
+beside the audit log, or opened from any folder.
 
 Every piece of text that came from the model, a page, a command or a log goes through Jinja2's
 autoescaping (``<script>`` in a command's output is shown, never run), after control characters
@@ -20,8 +21,6 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -36,16 +35,16 @@ from executor.report import marks
 from executor.report.model import Run
 from sandloop.text import visible
 
-__all__ = ["THUMB_WIDTH", "Shot", "Text", "render", "text"]
+__all__ = ["Shot", "Text", "render", "text"]
 
-THUMB_WIDTH = 480
 #: a text longer than this is shown as its head and tail (the log keeps it whole)
 TEXT_LIMIT = 200_000
 #: lines shown before and after the fold of a long output
 PREVIEW_LINES = 6
 
-_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
-         ".gif": "image/gif"}
+#: what executor.audit names stored images; the type shown is the one the file's bytes say
+_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+_MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 _DROPPED = (
     re.compile(r"…\[(\d+) bytes, (\d+) lines dropped\]…"),  # the sandbox's cap (head and tail)
     re.compile(r"…\[(\d+) chars dropped\]…"),  # the call's max_output_length
@@ -54,49 +53,30 @@ _DROPPED = (
 
 @dataclass(frozen=True)
 class Shot:
-    """One screenshot as the page holds it."""
+    """One screenshot as the page holds it: once, as a data URL, whatever number of places
+    show it (after one call, before the next, full size)."""
 
     sha: str
     width: int
     height: int
-    thumb: str  # data URL
-    mime: str
-    full: str  # base64 of the file as stored
-
-
-def _find(folder: Path, sha: str) -> Path | None:
-    for suffix in _MIME:
-        path = folder / f"{sha}{suffix}"
-        if path.is_file():
-            return path
-    return None
+    data_url: str
 
 
 def _shot(folder: Path, sha: str) -> Shot | None:
-    path = _find(folder, sha)
+    path = next((folder / f"{sha}{suffix}" for suffix in _SUFFIXES if (folder / f"{sha}{suffix}").is_file()),
+                None)
     if path is None:
         return None
     data = path.read_bytes()
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
-            width, height = image.size
-            thumb = image.convert("RGB")
-            # reducing_gap: a fast integer downscale first, then a proper resample
-            thumb.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 4), PILImage.Resampling.BICUBIC, reducing_gap=2.0)
-            buf = io.BytesIO()
-            thumb.save(buf, format="JPEG", quality=72, optimize=True)
+        with PILImage.open(io.BytesIO(data)) as image:  # the header only: no pixel is decoded
+            width, height, kind = image.width, image.height, image.format
     except (OSError, ValueError):
-        return None  # not an image we can read: shown as missing
-    return Shot(sha, width, height, "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode(),
-                _MIME[path.suffix], base64.b64encode(data).decode())
-
-
-def _shots(folder: Path, shas: Iterable[str]) -> dict[str, Shot]:
-    wanted = list(shas)
-    # Decoding and scaling release the GIL: the thumbnails are made side by side.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        made = pool.map(lambda sha: _shot(folder, sha), wanted)
-        return {sha: shot for sha, shot in zip(wanted, made, strict=True) if shot is not None}
+        return None  # not an image: shown as missing
+    mime = _MIME.get(kind or "")
+    if mime is None:
+        return None
+    return Shot(sha, width, height, f"data:{mime};base64,{base64.b64encode(data).decode()}")
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -186,19 +166,19 @@ def _csp_hash(content: str) -> str:
 
 def render(run: Run) -> str:
     """The report of ``run`` as one HTML document."""
-    shots = _shots(run.files.screenshots, run.screenshots())
+    shots = {sha: shot for sha in run.screenshots() if (shot := _shot(run.files.screenshots, sha))}
     css, script = _asset("report.css"), _asset("report.js")
-    # One rule per screenshot: a thumbnail used twice (after one call, before the next) is
-    # stored once. Base64 and hex digits only: nothing here can close the block.
-    thumbs = "".join(f".t-{s.sha}{{background-image:url({s.thumb})}}" for s in shots.values())
+    # One rule per screenshot, used by every picture of it. Base64 and hex digits only: nothing
+    # here can close the block.
+    pictures = "".join(f".t-{s.sha}{{background-image:url({s.data_url})}}" for s in shots.values())
     policy = "; ".join([
         "default-src 'none'",
-        f"style-src {_csp_hash(css)} {_csp_hash(thumbs)}",
+        f"style-src {_csp_hash(css)} {_csp_hash(pictures)}",
         f"script-src {_csp_hash(script)}",
         "img-src data:",
         "base-uri 'none'",
         "form-action 'none'",
     ])
     template = _environment().get_template("report.html.j2")
-    return template.render(run=run, shots=shots, css=Markup(css), thumbs=Markup(thumbs),
+    return template.render(run=run, shots=shots, css=Markup(css), pictures=Markup(pictures),
                            script=Markup(script), csp=policy)

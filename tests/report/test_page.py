@@ -33,6 +33,15 @@ def opened(report: Path, chromium: Any) -> Any:
     opened.page.context.close()
 
 
+def shown(locator: Any) -> str:
+    """The text a person sees there: rows far from the view are not rendered until scrolled to
+    (content-visibility), so scroll first, then read what is rendered."""
+    locator.scroll_into_view_if_needed()
+    # the rendering update after the scroll is the one that renders the rows now in view
+    locator.evaluate("e => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    return str(locator.inner_text())
+
+
 def call_of(run: Run, summary: str) -> Call:
     (call,) = [c for c in run.calls if c.summary == summary]
     return call
@@ -45,16 +54,16 @@ def test_one_row_per_call_with_its_decisions(opened: Opened, run: Run) -> None:
     assert [rows.nth(i).get_attribute("data-type") for i in range(rows.count())] == \
         [c.type for c in run.calls]
     curl = page.locator(f"#call-{call_of(run, 'curl http://127.0.0.1:9/').call_id}")
-    assert curl.locator(".policy .rule").inner_text() == "no-curl"
-    assert "policy.toml:" in curl.locator(".policy .src").inner_text()
-    assert "no network tools in this sandbox" in curl.locator(".policy .why").inner_text()
-    assert "exit 126" in curl.locator(".cmd").inner_text()
+    assert shown(curl.locator(".policy .rule")) == "no-curl"
+    assert "policy.toml:" in shown(curl.locator(".policy .src"))
+    assert "no network tools in this sandbox" in shown(curl.locator(".policy .why"))
+    assert "exit 126" in shown(curl.locator(".cmd"))
     approved = page.locator(f"#call-{call_of(run, 'rm old.txt').call_id} .policy")
-    assert approved.locator(".rule").inner_text() == "rm-asks"
-    assert "prompted" in approved.inner_text()
-    assert "decided by: approved by callback" in approved.inner_text()
-    header = page.locator("header").inner_text()
-    assert "verified" in page.locator("#audit").inner_text()
+    assert shown(approved.locator(".rule")) == "rm-asks"
+    assert "prompted" in shown(approved)
+    assert "decided by: approved by callback" in shown(approved)
+    header = shown(page.locator("header"))
+    assert "verified" in shown(page.locator("#audit"))
     assert "answered, code 0" in header
     counts = run.decision_counts()
     assert f"{counts['denied']} denied" in header and f"{counts['prompted']} prompted" in header
@@ -67,9 +76,9 @@ def test_the_diff_is_coloured_per_line(opened: Opened, run: Run) -> None:
     added = patch.locator(".diff .add").first.evaluate("e => getComputedStyle(e).backgroundColor")
     removed = patch.locator(".diff .del").first.evaluate("e => getComputedStyle(e).backgroundColor")
     assert added != removed and "rgba(0, 0, 0, 0)" not in (added, removed)
-    assert "completed" in patch.locator(".outcome").inner_text()
+    assert "completed" in shown(patch.locator(".outcome"))
     locked = opened.page.locator(f"#call-{call_of(run, 'update_file locked/x.txt').call_id}")
-    assert "read-only" in locked.locator(".outcome").inner_text()
+    assert "read-only" in shown(locked.locator(".outcome"))
 
 
 def test_the_click_is_drawn_where_it_happened_on_the_screenshot_before(opened: Opened, run: Run) -> None:
@@ -80,9 +89,10 @@ def test_the_click_is_drawn_where_it_happened_on_the_screenshot_before(opened: O
     assert clicking.view.before == earlier.view.after is not None  # the screenshot it applied to
     before = opened.page.locator(f"#call-{clicking.call_id} figure.shot").first
     assert before.get_attribute("data-sha") == clicking.view.before
+    shown(before)  # rendered: in view
     svg = before.locator("svg.marks")
     background = svg.evaluate("e => getComputedStyle(e).backgroundImage")
-    assert background.startswith('url("data:image/jpeg;base64,')
+    assert background.startswith('url("data:image/png;base64,')
     # The circle lies over the click point, in the picture's own proportions.
     box, frame = svg.locator("circle.click").first.bounding_box(), svg.bounding_box()
     assert box is not None and frame is not None
@@ -95,10 +105,16 @@ def test_the_click_is_drawn_where_it_happened_on_the_screenshot_before(opened: O
     before.click()  # opens full size, with the same marks
     dialog = opened.page.locator("dialog#full")
     assert dialog.evaluate("d => d.open")
-    image = dialog.locator("img")
-    image.evaluate("i => i.decode()")
-    assert image.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [1280, 800]
-    assert dialog.locator("svg.marks circle.click:not(.dot)").count() == 1
+    full = dialog.locator("svg.marks")
+    assert full.get_attribute("class") == svg.get_attribute("class")  # the same picture
+    assert full.locator("circle.click:not(.dot)").count() == 1
+    size = full.bounding_box()
+    assert size is not None and size["width"] > 2 * frame["width"]
+    assert abs(size["width"] / size["height"] - 1280 / 800) < 0.01
+    natural = full.evaluate("""async e => {
+        const url = getComputedStyle(e).backgroundImage.slice(5, -2), image = new Image();
+        image.src = url; await image.decode(); return [image.naturalWidth, image.naturalHeight]; }""")
+    assert natural == [1280, 800]
     opened.page.keyboard.press("Escape")
     assert not dialog.evaluate("d => d.open")
 
@@ -114,7 +130,7 @@ def test_filters_show_only_denials_errors_or_one_type(opened: Opened, run: Run) 
     denied = [c.call_id for c in run.calls if c.denied]
     assert visible_ids(opened) == denied and len(denied) == 3  # curl, rm keep.txt, gh.delete_repo
     assert page.locator(".entry.message:visible").count() == 0  # only calls while filtering
-    assert page.locator("#shown").inner_text() == f"3 of {len(everything)} calls"
+    assert shown(page.locator("#shown")) == f"3 of {len(everything)} calls"
     page.click("button[data-flag=error]")
     errors = [c.call_id for c in run.calls if "error" in c.flags]
     assert visible_ids(opened) == errors
@@ -150,15 +166,15 @@ def test_hostile_text_is_shown_and_never_runs(opened: Opened, run: Run, scenario
     script = HOSTILE.split("<img")[0]
     printing = next(c for c in run.calls if c.summary.startswith("printf"))
     stdout = page.locator(f"#call-{printing.call_id} .stream.stdout pre").first
-    assert stdout.inner_text().strip() == HOSTILE  # the command's output, as text
-    assert script in page.locator(".entry.message").first.inner_text()  # the model's message
+    assert shown(stdout).strip() == HOSTILE  # the command's output, as text
+    assert script in shown(page.locator(".entry.message").first)  # the model's message
     navigate = [c for c in run.calls if c.type == "function_call" and c.summary.startswith("navigate")]
-    title = page.locator(f"#call-{navigate[0].call_id} .stream.output").inner_text()
+    title = shown(page.locator(f"#call-{navigate[0].call_id} .stream.output"))
     assert f"({HOSTILE})" in title  # the page's title, in the navigate tool's answer
     assert script in (page.locator("svg.marks .label.type").first.text_content() or "")  # typed text
-    # No element came from the text: the page's scripts are its own, its one img the viewer's.
+    # No element came from the text: the page's one script is its own, and it has no img.
     assert page.locator("script:not([type])").count() == 1
-    assert page.locator("img").count() == 1
+    assert page.locator("img").count() == 0
     assert not page.locator("[onerror]").count()
 
 

@@ -1,5 +1,5 @@
-// The report's only script: the filters and the full-size screenshot viewer. It reads the page
-// and its inline screenshot blocks; it loads nothing.
+// The report's only script: the filters and the full-size screenshot viewer. It reads the page;
+// it loads nothing.
 (() => {
   "use strict";
   const calls = Array.from(document.querySelectorAll("article.call"));
@@ -39,16 +39,17 @@
 
   const dialog = document.getElementById("full");
   const frame = dialog.querySelector(".frame");
-  const image = frame.querySelector("img");
 
+  // Full size: the same picture (its class holds the image) with the same marks, as large as
+  // the image is or the window allows.
   function open(figure) {
-    const data = document.getElementById(`png-${figure.dataset.sha}`);
-    if (!data) return;
-    image.src = `data:${data.dataset.mime};base64,${data.textContent.trim()}`;
-    const old = frame.querySelector("svg");
-    if (old) old.remove();
     const marks = figure.querySelector("svg.marks");
-    if (marks) frame.append(marks.cloneNode(true));
+    if (!marks) return;
+    const clone = marks.cloneNode(true);
+    const width = Number(figure.dataset.width), height = Number(figure.dataset.height);
+    const fit = Math.min(width, window.innerWidth * 0.96 - 16, (window.innerHeight * 0.96 - 60) * width / height);
+    clone.style.width = `${Math.max(fit, 100)}px`;
+    frame.replaceChildren(clone);
     dialog.querySelector(".caption").textContent = figure.dataset.caption || "";
     dialog.showModal();
   }
@@ -67,5 +68,5 @@
   dialog.addEventListener("click", (event) => {
     if (event.target === dialog || event.target.closest(".close")) dialog.close();
   });
-  dialog.addEventListener("close", () => image.removeAttribute("src"));
+  dialog.addEventListener("close", () => frame.replaceChildren());
 })();
