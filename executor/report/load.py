@@ -274,6 +274,27 @@ def _is_patch(item: dict[str, Any]) -> bool:
         item.get("type") == "custom_tool_call" and item.get("name") == "apply_patch")
 
 
+def _computer(item: dict[str, Any], output: dict[str, Any] | None, decisions: list[Decision],
+              told: list[Mapping[str, Any]], ctx: _Context) -> ComputerView:
+    """A computer call's view: the actions, drawn on the screenshot before them (the previous
+    computer call's), the one after, and the page's URL as far as the logs tell it."""
+    after = None
+    if output is not None and isinstance(output.get("output"), dict):
+        after = screenshot_ref(output["output"].get("image_url"))
+        url = opt_str(output["output"].get("current_url")) or opt_str(output.get("current_url"))
+        if url:
+            ctx.last_url, ctx.url_from = url, "the computer call's output"
+    # The browser's own word, where a record carries it (an outcome record, the call's record).
+    url = next((u for u in (opt_str(r.get("url")) for r in told) if u), None)
+    if url:
+        ctx.last_url, ctx.url_from = url, "the browser, after the actions"
+    view = ComputerView(actions(item), ctx.last_shot, after, ctx.last_url, ctx.url_from,
+                        safety_checks(item, output, decisions, ctx.stop))
+    if after is not None:
+        ctx.last_shot = after
+    return view
+
+
 def _call(item: dict[str, Any], turn: int, ctx: _Context) -> Call:
     key = call_key(item) or ""
     kind = as_str(item.get("type"))
@@ -281,32 +302,20 @@ def _call(item: dict[str, Any], turn: int, ctx: _Context) -> Call:
     decisions = ctx.decisions.by_call.get(key, []) if key else []
     ctx.claimed.add(key)
     outcomes = ctx.decisions.outcomes.get(key, [])
+    record = ctx.records.get((turn, key), {})
     view: View
     if kind in _SHELL_TYPES:
         view = shell_view(item, output, decisions, outcomes)
     elif _is_patch(item):
         view = patch_view(item, output, decisions)
     elif kind == "computer_call":
-        after = None
-        if output is not None and isinstance(output.get("output"), dict):
-            after = screenshot_ref(output["output"].get("image_url"))
-            url = opt_str(output["output"].get("current_url")) or opt_str(output.get("current_url"))
-            if url:
-                ctx.last_url, ctx.url_from = url, "the computer call's output"
-        told = next((o.get("url") for o in outcomes if isinstance(o.get("url"), str)), None)
-        if told:
-            ctx.last_url, ctx.url_from = told, "the browser, after the actions"
-        view = ComputerView(actions(item), ctx.last_shot, after, ctx.last_url, ctx.url_from,
-                            safety_checks(item, output, decisions, ctx.stop))
-        if after is not None:
-            ctx.last_shot = after
+        view = _computer(item, output, decisions, [*outcomes, record], ctx)
     else:
         view = generic_view(item, output)
         if kind == "function_call" and output is not None:
             moved = _NAVIGATED.match(as_str(output.get("output")))
             if moved:
                 ctx.last_url, ctx.url_from = moved.group(1), f"{as_str(item.get('name'))}()"
-    record = ctx.records.get((turn, key), {})
     return Call(key, kind, turn, item, output, decisions, view, record,
                 background=bool(record.get("background")))
 

@@ -189,10 +189,10 @@ class Call:
     @property
     def status(self) -> str:
         """One word for the badge."""
+        if self.denied:  # a refused safety check leaves the call unanswered: refused is the news
+            return "denied"
         if self.output is None:
             return "running" if self.background else "unanswered"
-        if self.denied:
-            return "denied"
         if self.timed_out:
             return "timeout"
         return "failed" if self.failed else "ok"

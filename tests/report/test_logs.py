@@ -289,3 +289,38 @@ def test_where_runs_are_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         resolve(None, state=tmp_path / "empty")
     with pytest.raises(RunNotFound, match="not a run folder"):
         resolve(tmp_path / "state")
+
+
+def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
+    """What the report reads when the run logs it: per-command outcomes (duration), who answered
+    a safety check, the page's URL after a computer call; a refused check when the run stops."""
+    log = RequestLog(tmp_path / "requests.jsonl")
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    checks = [{"id": "sc_1", "code": "irrelevant_domain", "message": "odd"}]
+    computer = {"type": "computer_call", "id": "cu_1", "call_id": "c1", "status": "completed",
+                "actions": [{"type": "screenshot"}], "pending_safety_checks": checks}
+    log.request(1, {"model": "m", "input": "go"})
+    log.response(1, response("r1", shell("s1", "make"), computer))
+    audit.record("decision", what="shell", subject="make", call_id="s1", decision="allow", rule_id="make")
+    audit.record("outcome", what="shell", subject="make", call_id="s1", exit_code=0, duration_s=1.25)
+    audit.record("decision", what="safety_check", subject="sc_1", call_id="c1", decision="acknowledge",
+                 policy_decision="prompt", approval="acknowledged at the terminal")
+    log.request(2, {"model": "m", "input": [
+        shell_output("s1", ("", 0)),
+        {"type": "computer_call_output", "call_id": "c1", "acknowledged_safety_checks": checks,
+         "output": {"type": "computer_screenshot", "image_url": png_url()}}]})
+    log.response(2, response("r2", {**computer, "id": "cu_2", "call_id": "c2",
+                                    "pending_safety_checks": [{**checks[0], "id": "sc_2"}]}))
+    log.summary({"reason": "safety_check", "exit_code": 4, "detail": "safety check sc_2 refused: no",
+                 "turns": [{"index": 1, "calls": [{"call_id": "c1", "url": "https://example.test/a"}]}]})
+    run = load_run(tmp_path)
+    make, first, second = run.calls
+    assert isinstance(make.view, ShellView) and make.view.commands[0].duration_s == 1.25
+    assert isinstance(first.view, ComputerView) and isinstance(second.view, ComputerView)
+    assert [(c.answer, c.by) for c in first.view.safety] == [("acknowledged", "acknowledged at the terminal")]
+    assert (first.view.url, first.view.url_known_from) == ("https://example.test/a", "the browser, after the actions")
+    assert second.view.url == "https://example.test/a" and second.view.before == first.view.after
+    assert [(c.answer, c.by) for c in second.view.safety] == [("refused", "safety check sc_2 refused: no")]
+    assert second.status == "denied" and second.flags == ["denied", "error"]
+    html = render(run)
+    assert "acknowledged at the terminal" in html and "1.2 s" in html
