@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import jinja2
@@ -135,6 +135,13 @@ def _duration(value: Any) -> str:
     return f"{int(value // 60)} min {value % 60:.0f} s"
 
 
+def _source(value: str) -> str:
+    """``/long/path/policy.toml:12`` as ``policy.toml:12`` (the full path is in the header and
+    in the element's title)."""
+    path, colon, line = value.rpartition(":")
+    return f"{PurePath(path).name}:{line}" if colon and line.isdigit() else value
+
+
 def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "—" if value is None else str(value)
 
@@ -149,7 +156,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=_duration, number=_number, text=text, describe=marks.describe,
+    env.filters.update(duration=_duration, number=_number, source=_source, text=text, describe=marks.describe,
                        json=lambda v: json.dumps(v, indent=2, ensure_ascii=False))
     env.globals.update(overlay=marks.overlay, kind=lambda value: type(value).__name__)
     return env
