@@ -3,7 +3,10 @@ type (a field of the wrong type reads as absent), from logs a crafted run could 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -11,10 +14,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["as_int", "as_num", "as_str", "call_key", "dicts", "jsonl", "opt_str", "output_key",
-           "pretty", "screenshot_ref", "text_of", "timestamp"]
+__all__ = [
+    "as_int",
+    "as_num",
+    "as_str",
+    "call_key",
+    "dicts",
+    "image_ref",
+    "jsonl",
+    "opt_str",
+    "output_key",
+    "pretty",
+    "screenshot_ref",
+    "text_of",
+    "timestamp",
+]
 
 _SHOT = re.compile(r"screenshot:sha256:([0-9a-f]{64})")
+_DATA_IMAGE = re.compile(r"data:image/(?:png|jpeg|webp|gif);base64,([A-Za-z0-9+/=\s]*)")
 
 
 def screenshot_ref(value: Any) -> str | None:
@@ -24,6 +41,25 @@ def screenshot_ref(value: Any) -> str | None:
         return None
     match = _SHOT.fullmatch(value)
     return match.group(1) if match else None
+
+
+def image_ref(value: Any, inline: dict[str, bytes]) -> str | None:
+    """The sha256 naming an image: a stored screenshot's reference, or an image a log kept
+    inline (a ``data:`` URL, as logs not written by ``RequestLog`` may), whose bytes go to
+    ``inline`` under their sha256."""
+    ref = screenshot_ref(value)
+    if ref is not None or not isinstance(value, str):
+        return ref
+    match = _DATA_IMAGE.fullmatch(value)
+    if match is None:
+        return None
+    try:
+        data = base64.b64decode(match.group(1), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    inline.setdefault(digest, data)
+    return digest
 
 
 

@@ -35,11 +35,11 @@ from executor.report.fields import (
     as_str,
     call_key,
     dicts,
+    image_ref,
     jsonl,
     opt_str,
     output_key,
     pretty,
-    screenshot_ref,
     text_of,
     timestamp,
 )
@@ -267,6 +267,8 @@ class _Context:
     last_url: str | None = None
     url_from: str | None = None
     claimed: set[str] = field(default_factory=set)
+    #: images the log kept inline rather than as files, by sha256
+    inline: dict[str, bytes] = field(default_factory=dict)
 
 
 def _is_patch(item: dict[str, Any]) -> bool:
@@ -280,7 +282,7 @@ def _computer(item: dict[str, Any], output: dict[str, Any] | None, decisions: li
     computer call's), the one after, and the page's URL as far as the logs tell it."""
     after = None
     if output is not None and isinstance(output.get("output"), dict):
-        after = screenshot_ref(output["output"].get("image_url"))
+        after = image_ref(output["output"].get("image_url"), ctx.inline)
         url = opt_str(output["output"].get("current_url")) or opt_str(output.get("current_url"))
         if url:
             ctx.last_url, ctx.url_from = url, "the computer call's output"
@@ -311,7 +313,7 @@ def _call(item: dict[str, Any], turn: int, ctx: _Context) -> Call:
     elif kind == "computer_call":
         view = _computer(item, output, decisions, [*outcomes, record], ctx)
     else:
-        view = generic_view(item, output)
+        view = generic_view(item, output, ctx.inline)
         if kind == "function_call" and output is not None:
             moved = _NAVIGATED.match(as_str(output.get("output")))
             if moved:
@@ -457,4 +459,4 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
     head = meta.get("audit_head")
     files = dataclasses.replace(files, report=report_for(files, log.run_id))
     return Run(files, log.run_id, meta, result, [turns[i] for i in sorted(turns)],
-               _verify(files.audit, head, decisions.records), stray, problems)
+               _verify(files.audit, head, decisions.records), stray, problems, ctx.inline)

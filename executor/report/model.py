@@ -279,6 +279,8 @@ class Run:
     stray_decisions: list[Decision] = field(default_factory=list)
     #: what could not be read (unparseable lines, other runs in the same log …)
     problems: list[str] = field(default_factory=list)
+    #: images the log kept inline (not as screenshot files), by sha256
+    images: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def calls(self) -> list[Call]:

@@ -62,12 +62,13 @@ class Shot:
     data_url: str
 
 
-def _shot(folder: Path, sha: str) -> Shot | None:
-    path = next((folder / f"{sha}{suffix}" for suffix in _SUFFIXES if (folder / f"{sha}{suffix}").is_file()),
-                None)
-    if path is None:
-        return None
-    data = path.read_bytes()
+def _shot(folder: Path, sha: str, inline: bytes | None) -> Shot | None:
+    data = inline
+    if data is None:
+        path = next((folder / f"{sha}{s}" for s in _SUFFIXES if (folder / f"{sha}{s}").is_file()), None)
+        if path is None:
+            return None
+        data = path.read_bytes()
     try:
         with PILImage.open(io.BytesIO(data)) as image:  # the header only: no pixel is decoded
             width, height, kind = image.width, image.height, image.format
@@ -173,7 +174,8 @@ def _csp_hash(content: str) -> str:
 
 def render(run: Run) -> str:
     """The report of ``run`` as one HTML document."""
-    shots = {sha: shot for sha in run.screenshots() if (shot := _shot(run.files.screenshots, sha))}
+    shots = {sha: shot for sha in run.screenshots()
+             if (shot := _shot(run.files.screenshots, sha, run.images.get(sha)))}
     css, script = _asset("report.css"), _asset("report.js")
     # One rule per screenshot, used by every picture of it. Base64 and hex digits only: nothing
     # here can close the block.

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from executor.report.fields import as_int, as_num, as_str, dicts, opt_str, pretty, screenshot_ref, text_of
+from executor.report.fields import as_int, as_num, as_str, dicts, image_ref, opt_str, pretty, text_of
 from executor.report.model import Command, Decision, FilePatch, GenericView, PatchView, SafetyCheck, ShellView
 
 __all__ = ["actions", "generic_view", "patch_view", "safety_checks", "shell_view"]
@@ -130,7 +130,9 @@ def patch_view(call: dict[str, Any], output: dict[str, Any] | None,
 
 
 
-def generic_view(call: dict[str, Any], output: dict[str, Any] | None) -> GenericView:
+def generic_view(call: dict[str, Any], output: dict[str, Any] | None, inline: dict[str, bytes]) -> GenericView:
+    """Arguments and output, pretty-printed; images in the output by their sha256 (the bytes of
+    inline ones go to ``inline``)."""
     kind = call.get("type")
     if kind == "mcp_approval_request":
         name = f"{as_str(call.get('server_label'))}.{as_str(call.get('name'))}"
@@ -150,7 +152,7 @@ def generic_view(call: dict[str, Any], output: dict[str, Any] | None) -> Generic
         shown = pretty(output.get("tools"))
     else:
         value = output.get("output")
-        images = [r for r in (screenshot_ref(p.get("image_url")) for p in dicts(value)) if r]
+        images = [r for r in (image_ref(p.get("image_url"), inline) for p in dicts(value)) if r]
         shown = text_of(value) if isinstance(value, list) else pretty(value)
     return GenericView(name, pretty(arguments) if arguments is not None else "", shown, images)
 

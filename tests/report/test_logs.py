@@ -324,3 +324,29 @@ def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
     assert second.status == "denied" and second.flags == ["denied", "error"]
     html = render(run)
     assert "acknowledged at the terminal" in html and "1.2 s" in html
+
+
+def test_images_a_log_kept_inline(tmp_path: Path) -> None:
+    """A log not written by RequestLog may keep screenshots as data: URLs: they are shown too."""
+    lines = [
+        {"run_id": "r", "kind": "response", "turn": 1, "body": response("r1", {
+            "type": "computer_call", "id": "cu_1", "call_id": "c1", "status": "completed",
+            "actions": [{"type": "screenshot"}], "pending_safety_checks": []}, {
+            "type": "function_call", "id": "fc_1", "call_id": "f1", "name": "shot", "arguments": "{}",
+            "status": "completed"})},
+        {"run_id": "r", "kind": "request", "turn": 2, "body": {"input": [
+            {"type": "computer_call_output", "call_id": "c1",
+             "output": {"type": "computer_screenshot", "image_url": png_url("blue", (30, 20))}},
+            {"type": "function_call_output", "call_id": "f1", "output": [
+                {"type": "input_text", "text": "here"},
+                {"type": "input_image", "image_url": png_url("green", (10, 10))},
+                {"type": "input_image", "image_url": "data:image/png;base64,not base64!"}]}]}}]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = load_run(tmp_path / "log.jsonl")
+    computer, function = (c.view for c in run.calls)
+    assert isinstance(computer, ComputerView) and isinstance(function, GenericView)
+    assert computer.after is not None and len(function.images) == 1
+    assert set(run.images) == {computer.after, *function.images}
+    html = render(run)
+    assert html.count("{background-image:url(data:image/png;base64,") == 2
+    assert 'data-width="30" data-height="20"' in html
