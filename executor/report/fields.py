@@ -22,6 +22,7 @@ __all__ = [
     "dicts",
     "image_ref",
     "jsonl",
+    "obj",
     "opt_str",
     "output_key",
     "pretty",
@@ -62,7 +63,6 @@ def image_ref(value: Any, inline: dict[str, bytes]) -> str | None:
     return digest
 
 
-
 def jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
@@ -93,6 +93,11 @@ def as_int(value: Any) -> int | None:
 
 def as_num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def dicts(value: Any) -> list[dict[str, Any]]:

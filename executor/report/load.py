@@ -456,7 +456,8 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
     # runs share they may be another run's, so they are left out.
     stray = [d for key, ds in decisions.by_call.items() if key not in ctx.claimed for d in ds] \
         if files.own_audit else []
-    head = meta.get("audit_head")
+    # The head the run ended on is the file's last line only when no later run appended to it.
+    head = meta.get("audit_head") if files.own_audit else None
     files = dataclasses.replace(files, report=report_for(files, log.run_id))
     return Run(files, log.run_id, meta, result, [turns[i] for i in sorted(turns)],
                _verify(files.audit, head, decisions.records), stray, problems, ctx.inline)

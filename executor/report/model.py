@@ -15,6 +15,7 @@ __all__ = ["AuditCheck", "Call", "Command", "ComputerView", "Decision", "Entry",
            "GenericView", "Message", "Note", "PatchView", "Reasoning", "Run", "SafetyCheck",
            "ShellView", "Turn", "View"]
 
+
 @dataclass
 class Decision:
     """One answer of the policy (or of the person it asked), as the decision log holds it."""
@@ -28,8 +29,6 @@ class Decision:
     justification: str = ""
     approval: str | None = None  # who decided a prompt, and how
     seq: int | None = None
-    #: an ``outcome`` record for the same call and subject (exit code, duration, url …)
-    outcome: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompted(self) -> bool:

@@ -8,15 +8,16 @@ import json
 import re
 from typing import Any
 
-from executor.report.fields import as_int, as_num, as_str, dicts, image_ref, opt_str, pretty, text_of
+from executor.report.fields import as_int, as_num, as_str, dicts, image_ref, obj, opt_str, pretty, text_of
 from executor.report.model import Command, Decision, FilePatch, GenericView, PatchView, SafetyCheck, ShellView
 
 __all__ = ["actions", "generic_view", "patch_view", "safety_checks", "shell_view"]
 
+
 def shell_view(call: dict[str, Any], output: dict[str, Any] | None,
-                decisions: list[Decision], outcomes: list[dict[str, Any]]) -> ShellView:
-    action = call.get("action") if isinstance(call.get("action"), dict) else {}
-    assert isinstance(action, dict)
+               decisions: list[Decision], outcomes: list[dict[str, Any]]) -> ShellView:
+    """Each command with its output entry, its decision and (when logged) its duration."""
+    action = obj(call.get("action"))
     if call.get("type") == "local_shell_call":
         argv = action.get("command")
         commands = [" ".join(map(str, argv))] if isinstance(argv, list) else []
@@ -50,8 +51,7 @@ def shell_view(call: dict[str, Any], output: dict[str, Any] | None,
             chunk = chunks[index]
             command.answered = True
             command.stdout, command.stderr = as_str(chunk.get("stdout")), as_str(chunk.get("stderr"))
-            end = chunk.get("outcome") if isinstance(chunk.get("outcome"), dict) else {}
-            assert isinstance(end, dict)
+            end = obj(chunk.get("outcome"))
             command.timed_out = end.get("type") == "timeout"
             command.exit_code = as_int(end.get("exit_code"))
         result.append(command)
@@ -115,19 +115,18 @@ def _attach_file_decisions(files: list[FilePatch], decisions: list[Decision]) ->
 
 
 def patch_view(call: dict[str, Any], output: dict[str, Any] | None,
-                decisions: list[Decision]) -> PatchView:
+               decisions: list[Decision]) -> PatchView:
+    """The files a patch touches, each with its lines and decision, and the outcome."""
     if call.get("type") == "custom_tool_call":
         files = _envelope(as_str(call.get("input")))
     else:
-        op = call.get("operation") if isinstance(call.get("operation"), dict) else {}
-        assert isinstance(op, dict)
+        op = obj(call.get("operation"))
         kind = as_str(op.get("type"))
         files = [FilePatch(kind, as_str(op.get("path")), lines=_diff_lines(as_str(op.get("diff")), kind))]
     _attach_file_decisions(files, decisions)
     status = opt_str(output.get("status")) if output is not None else None
     message = as_str(output.get("output")) if output is not None else ""
     return PatchView(files, status, message)
-
 
 
 def generic_view(call: dict[str, Any], output: dict[str, Any] | None, inline: dict[str, bytes]) -> GenericView:
@@ -158,29 +157,34 @@ def generic_view(call: dict[str, Any], output: dict[str, Any] | None, inline: di
 
 
 def actions(call: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GA tool's ``actions``, or the preview tool's one ``action``."""
     if isinstance(call.get("actions"), list):
         return dicts(call["actions"])
     return dicts([call.get("action")])
 
 
 def safety_checks(call: dict[str, Any], output: dict[str, Any] | None, decisions: list[Decision],
-            stop: tuple[str, str]) -> list[SafetyCheck]:
+                  stop: tuple[str, str]) -> list[SafetyCheck]:
+    """Each pending check and its answer: acknowledged (echoed in the output), refused (a logged
+    refusal, or the run stopped on it: ``stop`` is the run's reason and detail), or unanswered;
+    and who answered, when a ``safety_check`` decision says."""
     acknowledged = {as_str(c.get("id")) for c in dicts((output or {}).get("acknowledged_safety_checks"))}
+    pending = dicts(call.get("pending_safety_checks"))
+    asked = [d for d in decisions if d.what == "safety_check"]
     checks = []
-    for pending in dicts(call.get("pending_safety_checks")):
-        check_id = as_str(pending.get("id"))
-        asked = [d for d in decisions if d.what == "safety_check"]
+    for check in pending:
+        check_id = as_str(check.get("id"))
         said = next((d for d in asked if check_id and check_id in d.subject), None)
-        if said is None and len(asked) == 1 == len(dicts(call.get("pending_safety_checks"))):
+        if said is None and len(asked) == len(pending) == 1:
             said = asked[0]
+        refused_here = output is None and stop[0] == "safety_check"
         if check_id in acknowledged:
             answer = "acknowledged"
-        elif output is None and stop[0] == "safety_check":
+        elif refused_here or (said is not None and said.denied):
             answer = "refused"
         else:
             answer = "unanswered"
-        by = (said.approval or said.justification) if said is not None else \
-            stop[1] if answer == "refused" else None
-        checks.append(SafetyCheck(check_id, as_str(pending.get("code")), as_str(pending.get("message")),
+        by = (said.approval or said.justification) if said is not None else stop[1] if refused_here else None
+        checks.append(SafetyCheck(check_id, as_str(check.get("code")), as_str(check.get("message")),
                                   answer, by or None))
     return checks
