@@ -160,18 +160,18 @@ class Call:
 
     @property
     def failed(self) -> bool:
-        """It did not do what it was asked: no answer, a failure the call's kind reports, a
-        non-zero exit or a timeout."""
+        """It went wrong for a reason other than a refusal (the denied filter shows those): no
+        answer, a non-zero exit or a timeout of a command that was allowed, a failed patch no
+        decision refused, a failure the call's kind reports."""
         if self.output is None:
-            return not self.background
-        if self.record.get("ok") is False:
-            return True
+            return not self.background and not self.denied
         view = self.view
         if isinstance(view, ShellView):
-            return any(c.timed_out or (c.exit_code not in (0, None)) for c in view.commands)
+            return any(c.timed_out or (c.exit_code not in (0, None) and not c.denied)
+                       for c in view.commands)
         if isinstance(view, PatchView):
-            return view.status == "failed"
-        return False
+            return view.status == "failed" and not any(f.decision and f.decision.denied for f in view.files)
+        return self.record.get("ok") is False and not self.denied
 
     @property
     def flags(self) -> list[str]:

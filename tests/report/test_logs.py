@@ -321,7 +321,7 @@ def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
     assert (first.view.url, first.view.url_known_from) == ("https://example.test/a", "the browser, after the actions")
     assert second.view.url == "https://example.test/a" and second.view.before == first.view.after
     assert [(c.answer, c.by) for c in second.view.safety] == [("refused", "safety check sc_2 refused: no")]
-    assert second.status == "denied" and second.flags == ["denied", "error"]
+    assert second.status == "denied" and second.flags == ["denied"]
     html = render(run)
     assert "acknowledged at the terminal" in html and "1.2 s" in html
 

@@ -60,7 +60,7 @@ def test_each_call_has_its_outcome_and_decisions(run: Run) -> None:
     assert [(d.decision, d.rule_id, d.justification) for d in curl.decisions] == [
         ("deny", "no-curl", "no network tools in this sandbox")]
     assert curl.decisions[0].source is not None and curl.decisions[0].source.endswith("policy.toml:7")
-    assert curl.flags == ["denied", "error"]
+    assert curl.flags == ["denied"]  # refused, not an error
     sleep = calls["sleep 5"]
     assert isinstance(sleep.view, ShellView) and sleep.view.commands[0].timed_out
     assert sleep.status == "timeout"
@@ -68,7 +68,7 @@ def test_each_call_has_its_outcome_and_decisions(run: Run) -> None:
     assert [(d.policy_decision, d.decision, d.approval) for d in old.decisions] == [
         ("prompt", "allow", "approved by callback")]
     assert [(d.policy_decision, d.decision) for d in keep.decisions] == [("prompt", "deny")]
-    assert old.flags == ["prompted"] and keep.flags == ["denied", "error", "prompted"]
+    assert old.flags == ["prompted"] and keep.flags == ["denied", "prompted"]
 
 
 def test_patches_views(run: Run) -> None:
