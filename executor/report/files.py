@@ -79,8 +79,11 @@ def resolve(target: Path | str | None = None, *, state: Path | None = None) -> R
     path = Path(target)
     if path.is_dir():
         log = next((path / n for n in (REQUESTS, DEFAULT_LOG.name) if (path / n).is_file()), None)
-        if log is None:
-            raise RunNotFound(f"{path} is not a run folder: it holds no {REQUESTS}")
+        if log is None:  # a folder some other harness wrote: its one request log, whatever its name
+            logs = [p for p in path.glob("*.jsonl") if p.name != AUDIT]
+            if len(logs) != 1:
+                raise RunNotFound(f"{path} is not a run folder: it holds no {REQUESTS}")
+            log = logs[0]
         path = log
     elif not path.is_file():
         raise RunNotFound(f"{path}: no such run folder or request log")

@@ -41,6 +41,8 @@ __all__ = ["Shot", "Text", "render", "text"]
 TEXT_LIMIT = 200_000
 #: lines shown before and after the fold of a long output
 PREVIEW_LINES = 6
+#: a run with more calls than this has its rows rendered as they come into view (report.css)
+LAZY_ROWS = 150
 
 #: what executor.audit names stored images; the type shown is the one the file's bytes say
 _SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
@@ -190,4 +192,4 @@ def render(run: Run) -> str:
     ])
     template = _environment().get_template("report.html.j2")
     return template.render(run=run, shots=shots, css=Markup(css), pictures=Markup(pictures),
-                           script=Markup(script), csp=policy)
+                           script=Markup(script), csp=policy, lazy=len(run.calls) > LAZY_ROWS)

@@ -22,6 +22,7 @@ from executor.audit import RequestLog
 from executor.report import RunNotFound, latest_run, load_run, render, resolve, state_dir, write_report
 from executor.report.files import report_for
 from executor.report.model import ComputerView, GenericView, Note, PatchView, ShellView
+from executor.report.render import LAZY_ROWS
 from executor.testing import function_call, message
 from executor.toolbox import Toolbox
 from executor.tools import FunctionTool
@@ -289,6 +290,12 @@ def test_where_runs_are_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         resolve(None, state=tmp_path / "empty")
     with pytest.raises(RunNotFound, match="not a run folder"):
         resolve(tmp_path / "state")
+    other = tmp_path / "harness"
+    other.mkdir()
+    one_shell_run(other)
+    (other / "requests.jsonl").rename(other / "wire.jsonl")
+    assert resolve(other).requests == other / "wire.jsonl"  # its one log, whatever its name
+    assert resolve(other).audit == other / "audit.jsonl"
 
 
 def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
@@ -350,3 +357,12 @@ def test_images_a_log_kept_inline(tmp_path: Path) -> None:
     html = render(run)
     assert html.count("{background-image:url(data:image/png;base64,") == 2
     assert 'data-width="30" data-height="20"' in html
+
+
+def test_a_long_run_renders_its_rows_as_they_come_into_view(tmp_path: Path) -> None:
+    log = RequestLog(tmp_path / "requests.jsonl")
+    log.request(1, {"model": "m", "input": "go"})
+    log.response(1, response("r1", *(shell(f"c{i}", "true") for i in range(LAZY_ROWS + 1))))
+    assert '<body class="lazy">' in render(load_run(tmp_path))
+    one_shell_run(tmp_path / "short")
+    assert "<body>" in render(load_run(tmp_path / "short"))
