@@ -9,28 +9,37 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor.audit import DEFAULT_LOG
-
-__all__ = ["AUDIT", "REPORT", "REQUESTS", "SCREENSHOTS", "SUMMARY", "RunFiles", "RunNotFound",
-           "latest_run", "report_for", "resolve", "state_dir"]
+__all__ = [
+    "AUDIT",
+    "LEGACY_LOG",
+    "REPORT",
+    "REQUESTS",
+    "SCREENSHOTS",
+    "SUMMARY",
+    "RunFiles",
+    "RunNotFound",
+    "latest_run",
+    "report_for",
+    "resolve",
+    "state_dir",
+]
 
 REQUESTS, AUDIT, SUMMARY, SCREENSHOTS, REPORT = (
     "requests.jsonl", "audit.jsonl", "summary.json", "screenshots", "report.html")
+#: where runs logged before run folders existed: every run appended to one log
+LEGACY_LOG = Path("reports/live-requests.jsonl")
 
 
 class RunNotFound(LookupError):
     """The thing named is not a run folder, a request log, or a run in that log."""
 
 
-
-# -- where a run's files are ---------------------------------------------------------------
-
-
 def state_dir() -> Path:
-    """Where run folders live: ``$XDG_STATE_HOME/sandloop/runs`` (default
-    ``~/.local/state/sandloop/runs``)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "sandloop" / "runs"
+    """Where run folders live: ``$XDG_STATE_HOME/sandloop/runs`` (an absolute XDG_STATE_HOME
+    only, as the XDG spec says), else ``~/.local/state/sandloop/runs``."""
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "sandloop" / "runs"
 
 
 def latest_run(state: Path | None = None) -> Path | None:
@@ -71,14 +80,14 @@ def resolve(target: Path | str | None = None, *, state: Path | None = None) -> R
         folder = latest_run(state)
         if folder is not None:
             target = folder
-        elif DEFAULT_LOG.is_file():
-            target = DEFAULT_LOG
+        elif LEGACY_LOG.is_file():
+            target = LEGACY_LOG
         else:
             where = state if state is not None else state_dir()
-            raise RunNotFound(f"no run found: no run folder under {where} and no {DEFAULT_LOG}")
+            raise RunNotFound(f"no run found: no run folder under {where} and no {LEGACY_LOG}")
     path = Path(target)
     if path.is_dir():
-        log = next((path / n for n in (REQUESTS, DEFAULT_LOG.name) if (path / n).is_file()), None)
+        log = next((path / n for n in (REQUESTS, LEGACY_LOG.name) if (path / n).is_file()), None)
         if log is None:  # a folder some other harness wrote: its one request log, whatever its name
             logs = [p for p in path.glob("*.jsonl") if p.name != AUDIT]
             if len(logs) != 1:

@@ -236,18 +236,29 @@ def _read_decisions(path: Path | None, window: tuple[float, float] | None,
     return found
 
 
-def _verify(path: Path | None, head: Any, records: int) -> AuditCheck:
+def _verify(path: Path | None, head: Any, own: bool, records: int) -> AuditCheck:
+    """Verify the chain, and against the head the run's summary kept (``audit_head``) when
+    there is one: as a :class:`policies.audit.Head` where that exists (it vouches for the
+    records up to it, whatever was appended after); else as the hash of the log's last line,
+    which holds only for a log no later run appended to."""
     if path is None:
         return AuditCheck(None)
     check = AuditCheck(path, records=records)
-    anchor = head.get("sha256") or head.get("head") if isinstance(head, dict) else head
+    head_type = getattr(chain, "Head", None)
     try:
-        if anchor:
+        if head and head_type is not None:
             try:
-                check.problems = list(chain.verify(path, head=anchor))
-                check.head_checked = True
-            except TypeError:  # a verify() that wants another kind of head
-                check.problems = list(chain.verify(path))
+                anchor = head_type.from_json(head)
+            except ValueError as exc:
+                check.problems = [f"the run summary's audit_head is not a head: {exc}"]
+                return check
+            found = chain.check(path, head=anchor)  # type: ignore[attr-defined,unused-ignore]
+            check.problems, check.after_head = list(found.problems), found.after_head
+            check.head_checked = True
+        elif head and own:
+            digest = head.get("sha256") if isinstance(head, dict) else head
+            check.problems = list(chain.verify(path, head=str(digest)))
+            check.head_checked = True
         else:
             check.problems = list(chain.verify(path))
     except OSError as exc:
@@ -456,8 +467,7 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
     # runs share they may be another run's, so they are left out.
     stray = [d for key, ds in decisions.by_call.items() if key not in ctx.claimed for d in ds] \
         if files.own_audit else []
-    # The head the run ended on is the file's last line only when no later run appended to it.
-    head = meta.get("audit_head") if files.own_audit else None
     files = dataclasses.replace(files, report=report_for(files, log.run_id))
-    return Run(files, log.run_id, meta, result, [turns[i] for i in sorted(turns)],
-               _verify(files.audit, head, decisions.records), stray, problems, ctx.inline)
+    audit = _verify(files.audit, meta.get("audit_head"), files.own_audit, decisions.records)
+    return Run(files, log.run_id, meta, result, [turns[i] for i in sorted(turns)], audit, stray,
+               problems, ctx.inline)

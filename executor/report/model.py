@@ -257,6 +257,8 @@ class AuditCheck:
     problems: list[str] = field(default_factory=list)
     records: int = 0
     head_checked: bool = False
+    #: records after the head (a later run appending to a shared log): the head does not cover them
+    after_head: int | None = None
 
     @property
     def verified(self) -> bool | None:

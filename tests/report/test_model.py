@@ -33,7 +33,7 @@ def test_the_header_facts(run: Run, scenario: Scenario) -> None:
     assert run.result is not None and run.result["reason"] == "answered"
     assert len(run.turns) == len(scenario.result.turns) == 7
     assert len(run.calls) == scenario.result.tool_calls == 15
-    assert run.audit.verified and run.audit.records == len(run.decisions) == 14
+    assert run.audit.verified and len(run.decisions) == 14 <= run.audit.records  # and outcomes
     assert run.decision_counts() == {"allowed": 10, "prompted": 2, "approved": 1, "refused": 1,
                                      "denied": 2}
     assert run.problems == [] and run.stray_decisions == []
