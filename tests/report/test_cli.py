@@ -96,5 +96,6 @@ def test_reports_of_sandloop_run_and_of_its_replay(tmp_path: Path, docker_client
         assert rm.decision is not None and (rm.decision.decision, rm.decision.rule_id) == ("deny", "no-rm")
         assert rm.exit_code == 126 and call.status == "denied"
         assert run.audit.verified and run.result is not None and run.result["reason"] == "answered"
+        assert run.audit.head_checked == bool(run.meta["audit_head"])  # where the run keeps one
         assert report([str(folder)]) == 0 and (folder / "report.html").is_file()
     assert (user_workspace / "a.txt").read_text() == "a\n"
