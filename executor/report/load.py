@@ -297,8 +297,11 @@ def _computer(item: dict[str, Any], output: dict[str, Any] | None, decisions: li
         url = opt_str(output["output"].get("current_url")) or opt_str(output.get("current_url"))
         if url:
             ctx.last_url, ctx.url_from = url, "the computer call's output"
-    # The browser's own word, where a record carries it (an outcome record, the call's record).
-    url = next((u for u in (opt_str(r.get("url")) for r in told) if u), None)
+    # The browser's own word, where a record carries it: a ``url`` field (the call's record, an
+    # outcome record), or an outcome record of the computer action whose subject is the URL.
+    url = next((u for u in (opt_str(r.get("url")) or (
+        opt_str(r.get("subject")) if r.get("kind") == "outcome" and (r.get("action") or r.get("what")) == "computer"
+        else None) for r in told) if u), None)
     if url:
         ctx.last_url, ctx.url_from = url, "the browser, after the actions"
     view = ComputerView(actions(item), ctx.last_shot, after, ctx.last_url, ctx.url_from,

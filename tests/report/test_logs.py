@@ -326,6 +326,8 @@ def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
          "output": {"type": "computer_screenshot", "image_url": png_url()}}]})
     log.response(2, response("r2", {**computer, "id": "cu_2", "call_id": "c2",
                                     "pending_safety_checks": [{**checks[0], "id": "sc_2"}]}))
+    audit.record("outcome", action="computer", subject="https://example.test/b", call_id="c2",
+                 outcome="ok", detail="")
     log.summary({"reason": "safety_check", "exit_code": 4, "detail": "safety check sc_2 refused: no",
                  "turns": [{"index": 1, "calls": [{"call_id": "c1", "url": "https://example.test/a"}]}]})
     run = load_run(tmp_path)
@@ -334,7 +336,7 @@ def test_fields_a_run_may_also_log(tmp_path: Path) -> None:
     assert isinstance(first.view, ComputerView) and isinstance(second.view, ComputerView)
     assert [(c.answer, c.by) for c in first.view.safety] == [("acknowledged", "acknowledged at the terminal")]
     assert (first.view.url, first.view.url_known_from) == ("https://example.test/a", "the browser, after the actions")
-    assert second.view.url == "https://example.test/a" and second.view.before == first.view.after
+    assert second.view.url == "https://example.test/b" and second.view.before == first.view.after
     assert [(c.answer, c.by) for c in second.view.safety] == [("refused", "safety check sc_2 refused: no")]
     assert second.status == "denied" and second.flags == ["denied"]
     html = render(run)
