@@ -22,7 +22,7 @@ test: bootstrap
 	$(MAKE) --no-print-directory bench-quick
 
 demo: bootstrap
-	.venv/bin/sandloop run --demo
+	.venv/bin/sandloop run --demo --report
 
 lint: bootstrap
 	$(PY) -m ruff check executor sandbox policies sandloop tests bench scripts

@@ -22,6 +22,8 @@ from rich.console import Console
 
 from executor import demo, testing
 from executor.loop import ExitCode
+from executor.report import cli as report_cli
+from executor.report import write_report
 from executor.run import DEFAULT_INSTRUCTIONS, BudgetOverrides, RunOptions, RunOutcome, run_task
 from executor.terminal import console as terminal_console
 from executor.terminal import shown, visible
@@ -56,12 +58,18 @@ def _budgets(args: argparse.Namespace) -> BudgetOverrides:
 
 def _emit(outcome: RunOutcome, args: argparse.Namespace, console: Console) -> int:
     result = outcome.result
+    report = None
+    if getattr(args, "report", False) and outcome.log is not None:
+        report = write_report(outcome.log.path, run_id=outcome.log.run_id)
     if args.json:
-        print(json.dumps(outcome.to_json(), default=str, indent=2))
+        print(json.dumps({**outcome.to_json(), **({"report": str(report)} if report else {})},
+                         default=str, indent=2))
     elif result.final_text:
         print(visible(result.final_text))
     console.print(f"[dim]run: {shown(outcome.folder)}  audit head: {outcome.audit_head}  tokens: "
                   f"{result.usage.total_tokens}  turns: {len(result.turns)}  wall: {result.wall_s:.1f} s[/]")
+    if report is not None:
+        console.print(f"report: {shown(report)}")
     return int(result.exit_code)
 
 
@@ -161,6 +169,8 @@ def _add_run(sub: Any) -> None:
                    "(default: a new folder under $XDG_STATE_HOME/sandloop/runs/; never inside --repo)")
     p.add_argument("--record", help="save requests and responses as a cassette (never inside --repo)")
     p.add_argument("--json", action="store_true", help="print the run result as JSON")
+    p.add_argument("--report", action="store_true",
+                   help="write the run's HTML report (report.html in the run folder) and print its path")
     p.add_argument("--demo", action="store_true",
                    help="run the bundled scenario (offline without OPENAI_API_KEY)")
     p.set_defaults(func=cmd_run)
@@ -184,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="the request/response log (default: a new run folder, as for run)")
     p.set_defaults(func=cmd_replay)
     # The other parts' commands.
-    for module in (sandbox_cli, policies_cli, patch_cli):
+    for module in (sandbox_cli, policies_cli, patch_cli, report_cli):
         module.register(sub)
     return parser
 

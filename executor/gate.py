@@ -8,7 +8,7 @@ log directly; they ask the gate and act on the answer.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from sandloop.files import PatchKind
 from sandloop.verdict import Verdict
@@ -26,8 +26,11 @@ class Gate(Protocol):
         ``size_bytes``: the size of the patch it comes with, for the policy's size limit)"""
         ...
 
-    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "") -> None:
-        """Record what came of an allowed action (a file a patch changed) beside the decisions."""
+    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
+                      **fields: Any) -> None:
+        """Record what came of an allowed action (a file a patch changed, a command's exit and
+        duration, the page a computer call ended on) beside the decisions; ``fields`` are
+        further JSON values for the record."""
         ...
 
     async def url(self, url: str, *, call_id: str) -> Verdict:

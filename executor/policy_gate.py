@@ -66,11 +66,12 @@ class PolicyGate:
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
 
-    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "") -> None:
+    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
+                      **fields: Any) -> None:
         """What came of an allowed action (a file a patch changed), for the same log."""
         if self.audit is not None:
             self.audit.record("outcome", action=action, subject=subject, call_id=call_id,
-                              outcome="ok" if ok else "failed", detail=detail)
+                              outcome="ok" if ok else "failed", detail=detail, **fields)
 
     async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         return await self._decide("patch", f"{kind} {path}", call_id,

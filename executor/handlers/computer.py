@@ -24,6 +24,7 @@ from typing import Any
 
 from openai.types.responses import ResponseComputerToolCall
 
+from executor.gate import Gate
 from executor.items import Output, ResourceKey, echo_caller
 from executor.kinds import Answer, ToolKind
 from executor.safety import SafetyCallback, SafetyDecision, refuse_all
@@ -76,6 +77,7 @@ async def handle_computer_call(
     safety: SafetyCallback | None,
     display: tuple[int, int] | None,
     detail_original: bool = True,
+    gate: Gate | None = None,
 ) -> Answer:
     """One computer_call → its computer_call_output (never with ``id``), and the notes the
     browser made (an action it could not run, a restart) for the model.
@@ -85,6 +87,8 @@ async def handle_computer_call(
     """
     acknowledged = await _acknowledged(item, browser, safety)
     shot = await browser.perform(_actions(item), display=display)
+    if gate is not None:  # where the actions left the page, beside the URL decisions they caused
+        await gate.outcome("computer", shot.url, call_id=item.call_id, ok=True, notes=list(shot.notes))
     for note in shot.notes:
         log.info("computer_call %s: %s", item.call_id, note)
     screenshot: dict[str, Any] = {"type": "computer_screenshot", "image_url": shot.data_url}
@@ -146,7 +150,7 @@ class ComputerCallKind(ToolKind[ResponseComputerToolCall]):
         tb = self.toolbox
         assert tb.browser is not None  # unavailable() said so
         return await handle_computer_call(call, tb.browser, safety=tb.computer_safety,
-                                          display=tb.computer_display)
+                                          display=tb.computer_display, gate=tb.gate)
 
     def error_output(self, item: dict[str, Any], text: str) -> Output:
         return echo_caller(item, {

@@ -161,6 +161,10 @@ async def run_steps(
             steps.append(Step("", describe(exc) + "\n", EXIT_BACKEND_ERROR))
             continue
         steps.append(step_from_result(result, timeout_ms=timeout_ms, memory=memory))
+        await gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
+                           detail="timed out" if result.timed_out else f"exit {result.exit_code}",
+                           exit_code=result.exit_code, timed_out=result.timed_out,
+                           duration_s=round(result.duration_s, 4))
     return steps
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 __all__ = [
     "AUDIT",
-    "LEGACY_LOG",
     "REPORT",
     "REQUESTS",
     "SCREENSHOTS",
@@ -27,7 +26,6 @@ __all__ = [
 REQUESTS, AUDIT, SUMMARY, SCREENSHOTS, REPORT = (
     "requests.jsonl", "audit.jsonl", "summary.json", "screenshots", "report.html")
 #: where runs logged before run folders existed: every run appended to one log
-LEGACY_LOG = Path("reports/live-requests.jsonl")
 
 
 class RunNotFound(LookupError):
@@ -74,20 +72,15 @@ class RunFiles:
 
 
 def resolve(target: Path | str | None = None, *, state: Path | None = None) -> RunFiles:
-    """A run folder, a request log, or None for the latest run (under ``state``, then today's
-    default log ``reports/live-requests.jsonl``)."""
+    """A run folder, a request log, or None for the latest run (under ``state``)."""
     if target is None:
-        folder = latest_run(state)
-        if folder is not None:
-            target = folder
-        elif LEGACY_LOG.is_file():
-            target = LEGACY_LOG
-        else:
+        target = latest_run(state)
+        if target is None:
             where = state if state is not None else state_dir()
-            raise RunNotFound(f"no run found: no run folder under {where} and no {LEGACY_LOG}")
+            raise RunNotFound(f"no run found: no run folder under {where}")
     path = Path(target)
     if path.is_dir():
-        log = next((path / n for n in (REQUESTS, LEGACY_LOG.name) if (path / n).is_file()), None)
+        log = path / REQUESTS if (path / REQUESTS).is_file() else None
         if log is None:  # a folder some other harness wrote: its one request log, whatever its name
             logs = [p for p in path.glob("*.jsonl") if p.name != AUDIT]
             if len(logs) != 1:

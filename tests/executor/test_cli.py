@@ -38,7 +38,7 @@ def test_demo_offline_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     log = tmp_path / "reports" / "live-requests.jsonl"
     record = tmp_path / "demo.cassette.jsonl"
     code = main(["run", "--demo", "--browser", "local", "--log", str(log), "--record",
-                 str(record), "--json"])
+                 str(record), "--json", "--report"])
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads(out.out)
@@ -47,6 +47,8 @@ def test_demo_offline_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # --json carries what each call answered; screenshots as references to the run's files
     assert "Ran 2 tests" in json.dumps(outputs["shell_call"])
     assert outputs["computer_call"]["output"]["image_url"].startswith("screenshot:sha256:")
+    report = Path(result["report"])  # --report: the run's HTML report, beside its logs
+    assert report.parent == log.parent and "The tests pass now." in report.read_text()
     assert "apply_patch_call" in out.err and "computer_call" in out.err
     assert (DEMO_DIR / "repo" / "calc.py").read_text() == before  # the demo works on a copy
     kinds = [json.loads(line)["kind"] for line in log.read_text().splitlines()]

@@ -65,6 +65,10 @@ class RecordingGate:
     async def mcp(self, server_label: str, tool: str, *, call_id: str) -> Verdict:
         return await self._yes(f"{server_label}.{tool}")
 
+    async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
+                      **fields: Any) -> None:
+        return None
+
 
 @pytest.fixture
 def local_session(tmp_path: Path) -> Iterator[LocalSession]:

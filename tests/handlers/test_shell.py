@@ -32,6 +32,7 @@ class DenyWordGate:
     def __init__(self, word: str) -> None:
         self.word = word
         self.asked: list[str] = []
+        self.outcomes: list[tuple[str, str, dict[str, object]]] = []
 
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         self.asked.append(command)
@@ -43,6 +44,9 @@ class DenyWordGate:
         raise AssertionError("not used")
 
     url = function = mcp = patch
+
+    async def outcome(self, action: str, subject: str, **fields: object) -> None:
+        self.outcomes.append((action, subject, fields))
 
 
 def _call(commands: list[str], **action: object) -> ResponseFunctionShellToolCall:
@@ -117,6 +121,10 @@ async def test_three_commands_in_order_with_one_denied(docker_client, user_works
         assert "push is not allowed here" in denied["stderr"] and "no-push" in denied["stderr"]
         assert three == {"stdout": "", "stderr": "three\n", "outcome": {"type": "exit", "exit_code": 4}}
         assert gate.asked == ["echo one", "git push origin main", "echo three >&2; exit 4"]
+        # what each command that ran came to, for the audit log beside the decisions
+        assert [(a, s, f["exit_code"], f["ok"]) for a, s, f in gate.outcomes] == [
+            ("shell", "echo one", 0, True), ("shell", "echo three >&2; exit 4", 4, False)]
+        assert all(f["duration_s"] > 0 and f["call_id"] == "call_1" for _, _, f in gate.outcomes)
 
         # A timeout answers with the partial output and skips the rest of the call.
         out = await handle_shell_call(_call(["echo part; sleep 30", "echo never"], timeout_ms=500), session, gate)

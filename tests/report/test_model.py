@@ -96,7 +96,7 @@ def test_computer_calls_chain_their_screenshots(run: Run) -> None:
     assert len({a.after, b.after, c.after}) == 3  # typing and scrolling changed the page
     shots = run.files.screenshots
     assert all((shots / f"{sha}.png").is_file() for sha in run.screenshots())
-    assert b.url is not None and b.url.endswith("/page") and b.url_known_from == "navigate()"
+    assert b.url is not None and b.url.endswith("/page") and b.url_known_from == "the browser, after the actions"
     assert [(s.code, s.answer) for s in c.safety] == [("malicious_instructions", "acknowledged")]
     assert [a["type"] for a in c.actions] == ["scroll", "drag", "move"]
 
