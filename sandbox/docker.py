@@ -111,8 +111,8 @@ def container_user(workspace: Path) -> tuple[str, str]:
     The bind-mounted checkout must be writable by the container user, and sandloop never chowns
     a user's files. So the container runs as the checkout's owner. A root-owned checkout runs as
     uid 0 — with every capability dropped, so it is root only in name: it cannot override file
-    permissions, change ownership, or do anything else a capability would allow — and a seccomp
-    profile stops it from setting setuid/setgid bits on the host's files (`doctor` says so).
+    permissions, change ownership, or do anything else a capability would allow. Every sandbox
+    gets a seccomp profile that stops it from setting setuid/setgid bits on the host's files.
     """
     st = workspace.stat()
     if st.st_uid == 0:
@@ -315,13 +315,11 @@ class DockerSession(HelperSession):
         return self.config.pids_limit
 
     def _security_opt(self) -> list[str]:
-        opts = ["no-new-privileges"]
-        # Root in name only still owns its files: forbid the setuid/setgid bits (seccomp.py).
-        # Under gVisor (registered with --oci-seccomp) the engine's default profile would break
-        # thread creation, so gVisor sandboxes get ours too.
-        if self.user.split(":")[0] in ("0", "root") or self.config.runtime == "runsc":
-            opts.append(f"seccomp={seccomp.no_setid_profile(self.config.runtime)}")
-        return opts
+        # Every sandbox, whatever its uid: a setuid/setgid file left in the bind-mounted checkout
+        # is a program that runs as the checkout's owner for any local user who can reach it
+        # (seccomp.py refuses every way to set those bits, and what Docker's default profile
+        # refuses besides — ptrace among them, so commands cannot reach into each other).
+        return ["no-new-privileges", f"seccomp={seccomp.no_setid_profile(self.config.runtime)}"]
 
     def _mounts(self) -> list[Mount]:
         cfg = self.config

@@ -1,8 +1,9 @@
-"""The seccomp profile for sandboxes that must run as uid 0 (a root-owned checkout).
+"""The seccomp profile of every sandbox: no setuid/setgid bits, whatever the uid.
 
-Root without capabilities cannot override permissions or change ownership, but it can still
-set the setuid/setgid bits on files it owns — and in a bind-mounted checkout those files are
-the host's, owned by the host's root: a setuid-root shell for any local user. This profile makes
+A sandbox runs as the checkout's owner (root for a root-owned checkout, with every capability
+dropped). Either way it can set the setuid/setgid bits on files it owns — and in a bind-mounted
+checkout those files are the host's: a shell as the checkout's owner (root, for a root-owned
+one) for any local user who can reach it. This profile makes
 the kernel refuse every way to set those bits (chmod family, creating a file with them, mknod)
 and refuses what Docker's default profile refuses to an unprivileged process that we would
 otherwise lose by replacing it: new namespaces (user namespaces especially), keyrings, bpf,
@@ -26,6 +27,8 @@ _ENOSYS = 38  # "not implemented": libc falls back to an older call we can filte
 
 # syscall → index of its mode argument
 _MODE_ARG = {
+    "mkdir": 1,
+    "mkdirat": 2,
     "chmod": 1,
     "fchmod": 1,
     "fchmodat": 2,

@@ -202,6 +202,10 @@ class Workspace:
         mode = change["mode"]
         if mode is None:
             mode = stat_mod.S_IMODE(st.st_mode) if st is not None and not stat_mod.S_ISLNK(st.st_mode) else 0o644
+        # Never a setuid/setgid (or sticky) file: new content under an old setuid bit would be a
+        # program of the model's choosing running as the file's owner (the kernel drops the bits
+        # on a write for the same reason).
+        mode &= 0o777
         tmp = _scratch_name("tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
         entry.tmp = tmp
