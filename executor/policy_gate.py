@@ -95,6 +95,21 @@ class PolicyGate:
             answered.decision, f"{answered.justification} (answered for {host} earlier in this run)",
             verdict.rule_id, verdict.source))
 
+    def egress(self, decision: Any) -> None:
+        """A request the session's egress proxy allowed or refused (a
+        ``sandbox.egress.EgressDecision``, reported from the proxy's reader thread): decided by
+        the policy's ``[shell] network`` list, which the proxy enforces, and recorded here."""
+        verdict = "allow" if decision.allowed else "deny"
+        subject = f"{decision.method} {decision.target}"
+        if self.audit is not None:
+            self.audit.record("decision", action="egress", subject=subject, call_id="",
+                              decision=verdict, policy_decision=verdict, rule_id=decision.rule,
+                              justification=decision.reason)
+        if self.on_event is not None and not decision.allowed:
+            with contextlib.suppress(Exception):
+                self.on_event("decision", {"what": "egress", "subject": subject, "call_id": "",
+                                           "decision": verdict, "rule_id": decision.rule})
+
     def blocked(self, url: str, verdict: Verdict, *, what: str, call_id: str) -> None:
         """The browser acted on a refusal (a page replaced, a request aborted, a socket closed):
         recorded beside the decisions, with the rule — also for refusals the browser derives

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,8 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
-        toolbox.session = await DockerSession.create(opts.repo.resolve(), docker_config(policy))
+        toolbox.session = await DockerSession.create(opts.repo.resolve(),
+                                                     replace(docker_config(policy), on_egress=gate.egress))
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
             browser = open_browser(BrowserGate(gate, toolbox).config(policy),

@@ -103,6 +103,9 @@ class DockerConfig:
     idle_expiry_s: float = 900.0  # the helper exits after this long without a request
     max_lifetime_s: float = 24 * 3600.0  # the reaper removes anything older
     limits: Limits = field(default_factory=Limits)
+    #: told of every request the egress proxy allows or refuses (from a background thread);
+    #: None: Python logging only
+    on_egress: Callable[[egress.EgressDecision], None] | None = None
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -294,6 +297,7 @@ class DockerSession(HelperSession):
         self.egress = await egress.attach_egress(
             self.client, allow, session_id=self.session_id,
             labels=owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
+            on_decision=cfg.on_egress,
         )
         # The proxy's variables win over the policy's: they are the only way out.
         self.config = replace(cfg, network=self.egress.network)

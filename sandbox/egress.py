@@ -281,16 +281,17 @@ async def attach_egress(
     *,
     session_id: str,
     labels: dict[str, str],
-    on_decision: Callable[[EgressDecision], None] = _log_decision,
+    on_decision: Callable[[EgressDecision], None] | None = None,
     private_ok: bool = False,
 ) -> EgressHandle:
     """Create the session's internal network and proxy; raises SandboxUnavailable if it cannot.
 
     ``labels`` are the session's owner labels (as on its containers), so the reapers know when the
-    owner is gone. ``on_decision`` is called, from a background thread, for every request.
+    owner is gone. ``on_decision`` is called, from a background thread, for every request
+    (default: Python logging).
     """
-    proxy = EgressProxy(client, allow, session_id=session_id, labels=labels, on_decision=on_decision,
-                        private_ok=private_ok)
+    proxy = EgressProxy(client, allow, session_id=session_id, labels=labels,
+                        on_decision=on_decision or _log_decision, private_ok=private_ok)
     await asyncio.to_thread(proxy.start)
     return EgressHandle(network=proxy.network, env=proxy.env, proxy=proxy)
 
