@@ -34,8 +34,8 @@ from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
 from policies.engine import load_policy
 from policies.model import Policy
+from sandbox.backends import open_session
 from sandbox.browser import open_browser
-from sandbox.docker import DockerSession
 from sandloop.hostfiles import refuse_inside
 
 __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "RunFiles", "RunOptions", "RunOutcome",
@@ -80,6 +80,8 @@ class RunOptions:
     record: Path | None = None
     instructions: str = DEFAULT_INSTRUCTIONS
     approvals: Approvals | None = None
+    #: the back-end that runs the session (None: the policy's ``[backend] type``)
+    backend: str | None = None
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> SafetyCallback:
@@ -168,8 +170,10 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
-        toolbox.session = await DockerSession.create(opts.repo.resolve(),
-                                                     replace(docker_config(policy), on_egress=gate.egress))
+        backend = opts.backend or policy.backend.type
+        toolbox.session = await open_session(backend, opts.repo.resolve(),
+                                             replace(docker_config(policy), on_egress=gate.egress),
+                                             policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
             browser = open_browser(BrowserGate(gate, toolbox).config(policy),
