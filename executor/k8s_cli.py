@@ -13,7 +13,7 @@ from typing import Any
 
 from executor.sandbox_config import docker_config
 from policies.engine import load_policy
-from sandbox import backends
+from sandbox import backends, images
 from sandbox.lifecycle import owner_labels
 
 __all__ = ["manifest", "register"]
@@ -41,14 +41,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def manifest(policy: str | None = None, *, warm_pool: str | None = None, replicas: int = 2) -> list[dict[str, Any]]:
     """The objects, as dicts (what ``--json`` prints as a List's items)."""
     from sandbox.kubernetes.manifest import plan, warm_pool_objects
+    from sandbox.kubernetes.options import KubernetesOptions
 
     engine = load_policy(policy)
-    backend = backends.get("kubernetes")
-    options = backends.options_for(backend, engine.policy.backend.options("kubernetes"), engine.loaded.where)
+    options = backends.validate_options("kubernetes", KubernetesOptions, engine.policy.backend.options("kubernetes"),
+                                        engine.loaded.where)
     config = docker_config(engine.policy)
     session_id = secrets.token_hex(6)
-    from sandbox import images
-
     p = plan(config, options, session_id=session_id,
              labels=owner_labels(session_id, config.max_lifetime_s, config.idle_expiry_s),
              namespace=options.namespace or "default",

@@ -28,7 +28,8 @@ from sandloop.errors import ConfigError
 from ..base import Session
 from ..docker import DockerConfig
 
-__all__ = ["BACKENDS", "Backend", "BackendOptions", "Where", "get", "names", "open_session", "options_for"]
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "Where", "get", "names", "open_session", "options_for",
+           "validate_options"]
 
 #: name -> the module holding that back-end's :class:`Backend` subclass (as ``BACKEND``).
 BACKENDS: Mapping[str, str] = {
@@ -88,15 +89,21 @@ def _no_where(path: tuple[str | int, ...]) -> str:
 
 
 def options_for(backend: Backend, table: Mapping[str, Any], where: Where = _no_where) -> Any:
-    """``table`` validated by the back-end's own model; one ConfigError line naming the policy
-    file and line of the first problem."""
+    """``table`` validated by the back-end's own model (see :func:`validate_options`)."""
+    return validate_options(backend.name, backend.options_model, table, where)
+
+
+def validate_options(name: str, model: type[BackendOptions], table: Mapping[str, Any],
+                     where: Where = _no_where) -> Any:
+    """``table`` (the policy's ``[backend.NAME]``) validated by ``model``; one ConfigError line
+    naming the policy file and line of the first problem."""
     try:
-        return backend.options_model.model_validate(dict(table))
+        return model.model_validate(dict(table))
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(str(p) if not isinstance(p, int) else p for p in error["loc"])
-        key = ".".join(str(p) for p in ("backend", backend.name, *loc))
-        path: tuple[str | int, ...] = ("backend", backend.name, *loc)
+        key = ".".join(str(p) for p in ("backend", name, *loc))
+        path: tuple[str | int, ...] = ("backend", name, *loc)
         if error["type"] == "extra_forbidden":
             text = f"unknown key {key!r}"
         else:

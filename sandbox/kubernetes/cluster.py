@@ -27,7 +27,7 @@ from sandloop.errors import ConfigError, SandboxUnavailable
 
 from .options import KubernetesOptions
 
-__all__ = ["Cluster", "api_errors", "one_line"]
+__all__ = ["Cluster", "api_errors", "one_line", "pod_running", "pod_state"]
 
 log = logging.getLogger("sandloop.kubernetes")
 
@@ -274,3 +274,30 @@ def pod_state(pod: Obj) -> str:
                     text += f" exit code {detail.get('exitCode')}"
                 parts.append(text)
     return ", ".join(parts)
+
+
+#: Container waiting reasons that will not resolve by waiting.
+HOPELESS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+            "CreateContainerError", "RunContainerError"}
+
+
+def pod_running(container: str) -> Callable[[Obj], bool]:
+    """``done`` for :meth:`Cluster.wait_pod`: the container runs; raises when it never will."""
+
+    def done(pod: Obj) -> bool:
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase in ("Succeeded", "Failed", "Deleted"):
+            raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} ended before the session began "
+                                     f"({pod_state(pod)})")
+        for cs in status.get("containerStatuses") or []:
+            if cs.get("name") != container:
+                continue
+            state = cs.get("state") or {}
+            waiting = state.get("waiting") or {}
+            if waiting.get("reason") in HOPELESS:
+                raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} cannot start: {pod_state(pod)}")
+            return phase == "Running" and "running" in state
+        return False
+
+    return done

@@ -29,7 +29,7 @@ from sandloop.errors import SandboxUnavailable
 from ..egress import PROXY_PORT, EgressDecision
 from . import loader
 from .channels import AttachStream, attach
-from .cluster import Cluster, pod_state
+from .cluster import Cluster, pod_running, pod_state
 from .manifest import PROXY_CONTAINER, Plan
 
 __all__ = ["EgressPod", "start"]
@@ -75,8 +75,6 @@ class EgressPod:
 
 
 def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision], None] | None) -> EgressPod:
-    from .session import pod_running
-
     body = plan.proxy_pod()
     name = body["metadata"]["name"]
     cluster.create_pod(body)

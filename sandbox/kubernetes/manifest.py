@@ -37,7 +37,8 @@ from ..egress import PROXY_PORT
 from . import loader
 from .options import KubernetesOptions
 
-__all__ = ["HELPER_CONTAINER", "PROXY_CONTAINER", "ROLE_LABEL", "WORKSPACE", "Plan", "cpu_quantity",
+__all__ = ["HELPER_CONTAINER", "PROXY_CONTAINER", "ROLE_LABEL", "SANDBOX_EXT_GROUP", "SANDBOX_GROUP",
+           "SANDBOX_VERSION", "WORKSPACE", "Plan", "cpu_quantity",
            "memory_quantity", "plan", "warm_pool_objects"]
 
 WORKSPACE = "/workspace"
@@ -46,6 +47,11 @@ PROXY_CONTAINER = "proxy"
 ROLE_LABEL = "sandloop.role"
 MANAGED = {"app.kubernetes.io/managed-by": "sandloop"}
 PROXY_USER = 65534  # nobody: the proxy owns no files and needs no privilege
+#: agent-sandbox's API groups (kubernetes-sigs/agent-sandbox): Sandbox, and its extensions
+#: SandboxTemplate / SandboxWarmPool / SandboxClaim.
+SANDBOX_GROUP = "agents.x-k8s.io"
+SANDBOX_EXT_GROUP = "extensions.agents.x-k8s.io"
+SANDBOX_VERSION = "v1beta1"
 
 
 def memory_quantity(docker: str) -> str:
@@ -250,12 +256,10 @@ def warm_pool_objects(p: Plan, pool: str, replicas: int) -> list[dict[str, Any]]
     """What an operator applies once for ``[backend.kubernetes] warm_pool = POOL`` (agent-sandbox):
     a deny-all NetworkPolicy for every warm pod (a claim adds the session's own policies' labels
     later), the SandboxTemplate (the session pod, minus the session's labels) and the pool."""
-    from .warmpool import GROUP, VERSION
-
     pod = p.pod(0)
     base = {**MANAGED, ROLE_LABEL: "sandbox"}
     template = {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{SANDBOX_EXT_GROUP}/{SANDBOX_VERSION}",
         "kind": "SandboxTemplate",
         "metadata": {"name": pool, "namespace": p.namespace, "labels": dict(MANAGED)},
         "spec": {
@@ -273,7 +277,7 @@ def warm_pool_objects(p: Plan, pool: str, replicas: int) -> list[dict[str, Any]]
                  "egress": []},
     }
     warm = {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{SANDBOX_EXT_GROUP}/{SANDBOX_VERSION}",
         "kind": "SandboxWarmPool",
         "metadata": {"name": pool, "namespace": p.namespace, "labels": dict(MANAGED)},
         "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": pool}},

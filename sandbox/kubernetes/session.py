@@ -22,7 +22,6 @@ import contextlib
 import logging
 import secrets
 from pathlib import Path
-from typing import Any
 
 from sandloop.errors import SandboxError, SandboxUnavailable
 
@@ -33,42 +32,15 @@ from ..helper.wire import HelloResult
 from ..lifecycle import owner_labels
 from . import egress, loader, sync
 from .channels import AttachStream, attach
-from .cluster import Cluster, Obj, one_line, pod_state
+from .cluster import Cluster, Obj, one_line, pod_running, pod_state
 from .manifest import HELPER_CONTAINER, WORKSPACE, Plan, plan
 from .options import KubernetesOptions
 from .reaper import reap
 from .warmpool import Claim, claim_pod
 
-__all__ = ["KubernetesSession", "pod_running"]
+__all__ = ["KubernetesSession"]
 
 log = logging.getLogger("sandloop.kubernetes")
-
-#: Container waiting reasons that will not resolve by waiting.
-HOPELESS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-            "CreateContainerError", "RunContainerError"}
-
-
-def pod_running(container: str) -> Any:
-    """``done`` for :meth:`Cluster.wait_pod`: the container runs; raises when it never will."""
-
-    def done(pod: Obj) -> bool:
-        status = pod.get("status") or {}
-        phase = status.get("phase")
-        if phase in ("Succeeded", "Failed", "Deleted"):
-            raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} ended before the session began "
-                                     f"({pod_state(pod)})")
-        for cs in status.get("containerStatuses") or []:
-            if cs.get("name") != container:
-                continue
-            state = cs.get("state") or {}
-            waiting = state.get("waiting") or {}
-            if waiting.get("reason") in HOPELESS:
-                raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} cannot start: {pod_state(pod)}")
-            return phase == "Running" and "running" in state
-        return False
-
-    return done
-
 
 class KubernetesSession(HelperSession):
     """The workspace is a copy in the pod; :meth:`copy_back` (and :meth:`close`) bring changes home."""

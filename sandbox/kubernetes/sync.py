@@ -281,7 +281,7 @@ async def copy_back(client: HelperClient, snap: Snapshot) -> SyncResult:
         result.deleted.append(path)
     if not changes:
         return result
-    await asyncio.to_thread(_apply, snap, changes)
+    await asyncio.to_thread(_apply, snap, changes, new_entries)
     snap.entries = new_entries
     return result
 
@@ -301,17 +301,23 @@ async def _read_all(client: HelperClient, paths: list[str], result: SyncResult) 
     return contents
 
 
-def _apply(snap: Snapshot, changes: list[Change]) -> None:
-    """The host side: refuse everything if the host changed a file we would write; else commit."""
+def _apply(snap: Snapshot, changes: list[Change], new: dict[str, Entry]) -> None:
+    """The host side: refuse everything if the host changed a file we would write (unless it
+    already holds what we would write); else commit."""
     conflicts = []
-    for change in changes:
+    for change in list(changes):
         path = change["path"]
-        if _host_entry(snap.root, path) != snap.entries.get(path):
+        now = _host_entry(snap.root, path)
+        if now == new.get(path):
+            changes.remove(change)  # the host has it already
+        elif now != snap.entries.get(path):
             conflicts.append(path)
     if conflicts:
         shown = ", ".join(conflicts[:5]) + (" …" if len(conflicts) > 5 else "")
         raise SandboxError(f"copy-back refused, nothing written: changed on the host since the session "
                            f"started: {shown}")
+    if not changes:
+        return
     try:
         Workspace(str(snap.root), max_read_bytes=MAX_FILE_BYTES).commit(changes)
     except OpError as exc:

@@ -24,15 +24,14 @@ from sandloop.errors import SandboxUnavailable
 
 from ..lifecycle import LABEL, stale_reason
 from .cluster import Cluster, Obj, api_errors
-from .manifest import ROLE_LABEL, Plan
+from .manifest import ROLE_LABEL, SANDBOX_EXT_GROUP, SANDBOX_GROUP, SANDBOX_VERSION, Plan
 
 __all__ = ["GROUP", "SANDBOX_GROUP", "VERSION", "Claim", "claim_pod", "reap_claims"]
 
 log = logging.getLogger("sandloop.kubernetes")
 
-GROUP = "extensions.agents.x-k8s.io"
-SANDBOX_GROUP = "agents.x-k8s.io"
-VERSION = "v1beta1"
+GROUP = SANDBOX_EXT_GROUP
+VERSION = SANDBOX_VERSION
 POD_NAME_ANNOTATION = "agents.x-k8s.io/pod-name"
 #: Ready=False with one of these reasons will not become True by waiting.
 FATAL = {"TemplateNotFound", "WarmPoolNotFound", "InvalidMetadata", "EnvVarsInjectionRejected",
