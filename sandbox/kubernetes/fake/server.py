@@ -431,6 +431,10 @@ class FakeKubernetes:
         obj = self.store.remove("pods", ns, name) or obj
         return web.json_response(obj)
 
+    def container(self, name: str, ns: str | None = None) -> str | None:
+        """The Docker container behind a pod (tests reach behind the API with it)."""
+        return self._containers.get((ns or self.namespace, name))
+
     def kill_pod(self, name: str, ns: str | None = None) -> None:
         """What the OOM killer or a node failure does: the container dies (the pod stays)."""
         cid = self._containers.get((ns or self.namespace, name))
