@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from pathlib import Path
 
 from sandloop.errors import SandboxError, SandboxUnavailable
@@ -67,6 +68,8 @@ class KubernetesSession(HelperSession):
         self.notes: list[str] = []
         self.snapshot: sync.Snapshot | None = None
         self.last_sync: sync.SyncResult | None = None
+        #: seconds the last start spent copying the checkout in (snapshot, commit, unpack)
+        self.copy_in_s = 0.0
         self.egress: egress.EgressPod | None = None
         self._claim: Claim | None = None
         self._stream: AttachStream | None = None
@@ -144,8 +147,10 @@ class KubernetesSession(HelperSession):
             helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
             try:
                 hello = await asyncio.wait_for(helper.hello(), 60)
+                started = time.perf_counter()
                 self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
                 await sync.copy_in(helper, tar)
+                self.copy_in_s = time.perf_counter() - started
             except (SandboxError, TimeoutError) as exc:
                 where, tail = self.pod, stream.stderr_text()
                 await asyncio.to_thread(self._teardown)
