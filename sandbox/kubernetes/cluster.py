@@ -150,19 +150,19 @@ class Cluster:
                          done, timeout_s)
 
     def wait(self, name: str, get: Callable[[], Obj | None], lister: Callable[..., Any], args: tuple[Any, ...],
-             done: Callable[[Obj], bool], timeout_s: float) -> Obj:
-        """The object once ``done(obj)``, watched — never polled — from the resourceVersion of a
-        first read (``lister(*args)`` is its list call). SandboxUnavailable at the timeout."""
+             done: Callable[[Obj], bool], timeout_s: float, *, kind: str = "pod") -> Obj:
+        """Object ``name`` once ``done(obj)``, watched — never polled — from the resourceVersion
+        of a first read (``lister(*args)`` is its list call). SandboxUnavailable at the timeout."""
         deadline = time.monotonic() + timeout_s
         obj = get()
         while True:
             if obj is None:
-                raise SandboxUnavailable(f"{name} is gone")
+                raise SandboxUnavailable(f"{kind} {name} is gone")
             if done(obj):
                 return obj
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SandboxUnavailable(f"{name} was not ready in {timeout_s:.0f} s ({pod_state(obj)})")
+                raise SandboxUnavailable(f"{kind} {name} was not ready in {timeout_s:.0f} s ({pod_state(obj)})")
             rv = str(obj.get("metadata", {}).get("resourceVersion") or "0")
             changed = self._next_change(name, rv, min(left, 60.0), lister, args)
             obj = changed if changed is not None else get()

@@ -95,9 +95,9 @@ def claim_pod(cluster: Cluster, plan: Plan, pool: str, *, timeout_s: float) -> C
         custom.create_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "sandboxclaims", body,
                                                _preload_content=False)
     try:
-        claim = cluster.wait(f"SandboxClaim {name}", lambda: _get(cluster, GROUP, "sandboxclaims", name),
+        claim = cluster.wait(name, lambda: _get(cluster, GROUP, "sandboxclaims", name),
                              custom.list_namespaced_custom_object, (GROUP, VERSION, cluster.namespace, "sandboxclaims"),
-                             _ready, timeout_s)
+                             _ready, timeout_s, kind="SandboxClaim")
         sandbox_name = str(claim["status"]["sandbox"]["name"])
         sandbox = _get(cluster, SANDBOX_GROUP, "sandboxes", sandbox_name) or {}
         annotations = (sandbox.get("metadata") or {}).get("annotations") or {}

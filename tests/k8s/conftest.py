@@ -33,11 +33,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="module")
-def fake(docker_client: Any) -> Iterator[FakeKubernetes | None]:
-    """The fake API server (None against a real cluster)."""
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeKubernetes | None]:
+    """The fake API server (None against a real cluster, where no Docker engine is needed)."""
     if REAL_CONTEXT:
         yield None
         return
+    docker_client: Any = request.getfixturevalue("docker_client")
     with FakeKubernetes(docker_client, runtime_classes={"gvisor": "runsc"}) as server:
         yield server
 

@@ -64,7 +64,7 @@ class FakeKubernetes:
       plays an old API server);
     * ``denied``: ``(verb, resource, subresource)`` SelfSubjectAccessReviews answer "no" for;
     * ``runtime_classes``: RuntimeClass name → Docker runtime;
-    * ``agent_sandbox``: serve the agent-sandbox CRDs and run their controller;
+    * ``agent_sandbox``: serve the agent-sandbox CRDs and run their controller (may be switched);
     * ``requests``: ``(method, path)`` of every request; ``attaches``: the protocol each attach chose.
     """
 
@@ -113,12 +113,20 @@ class FakeKubernetes:
     def close(self) -> None:
         loop = self._loop
         if loop is not None and self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(30)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(60)
             loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(30)
         self.pods.remove_everything()
         self._tmp.cleanup()
+
+    async def _shutdown(self) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:  # pods still followed: their containers go in remove_everything()
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
@@ -133,10 +141,9 @@ class FakeKubernetes:
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else 0
-        if self.agent_sandbox:
-            from .sandboxes import Controller
+        from .sandboxes import Controller
 
-            self._controller = Controller(self)
+        self._controller = Controller(self)
         self._ready.set()
         try:
             loop.run_forever()
@@ -203,7 +210,7 @@ class FakeKubernetes:
                 return status(404, "NotFound", f'runtimeclasses.node.k8s.io "{parts[4]}" not found')
             return web.json_response({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                                       "metadata": {"name": parts[4]}, "handler": handler})
-        if self._controller is not None:
+        if self._controller is not None and self.agent_sandbox:
             answer: web.StreamResponse | None = await self._controller.route(request, parts)
             if answer is not None:
                 return answer
@@ -349,7 +356,11 @@ class FakeKubernetes:
     # --- pods -----------------------------------------------------------------------------------
 
     async def _create_pod(self, request: web.Request, ns: str) -> web.Response:
-        body = await request.json()
+        created = self.create_pod(ns, await request.json())
+        return created if isinstance(created, web.Response) else web.json_response(created, status=201)
+
+    def create_pod(self, ns: str, body: Obj) -> Obj | web.Response:
+        """Store a pod and start its container (on the loop); an error Status when it cannot be."""
         meta = body.setdefault("metadata", {})
         if not meta.get("name"):
             if not meta.get("generateName"):
@@ -368,7 +379,19 @@ class FakeKubernetes:
         meta["namespace"] = ns
         obj = self.store.add("pods", ns, body)
         asyncio.get_running_loop().create_task(self._run_pod(ns, name, copy.deepcopy(body)))
-        return web.json_response(obj, status=201)
+        return obj
+
+    async def relabel_pod(self, ns: str, name: str, labels: dict[str, str]) -> None:
+        """New labels on a running pod: it joins the networks its NetworkPolicies now give it."""
+        pod = self.store.update("pods", ns, name, lambda p: p["metadata"].setdefault("labels", {}).update(labels))
+        cid = self._containers.get((ns, name))
+        if pod is None or cid is None:
+            return
+        networks, _ = self._placement(ns, pod["metadata"]["labels"])
+        for network in networks:
+            if network not in self._networks.get((ns, name), []):
+                await asyncio.to_thread(self.pods.connect, cid, network)
+                self._networks.setdefault((ns, name), []).append(network)
 
     def _set_state(self, ns: str, name: str, phase: str, state: Obj, *, reason: str | None = None,
                    ip: str | None = None) -> None:
@@ -419,6 +442,9 @@ class FakeKubernetes:
         self._set_state(ns, name, "Succeeded" if code == 0 else "Failed",
                         {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
                                         "Completed" if code == 0 else "Error", "finishedAt": _now()}})
+
+    async def delete_pod(self, ns: str, name: str) -> None:
+        await self._delete_pod(ns, name)
 
     async def _delete_pod(self, ns: str, name: str) -> web.Response:
         obj = self.store.get("pods", ns, name)
