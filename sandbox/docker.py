@@ -257,6 +257,7 @@ class DockerSession(HelperSession):
         self._sock: socket.socket | None = None
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._owns_client = False
         self.egress: egress.EgressHandle | None = None
 
     @classmethod
@@ -271,6 +272,7 @@ class DockerSession(HelperSession):
         """Start a session (and, first, reap containers left behind by dead front-ends)."""
         if not workspace.is_dir():
             raise SandboxUnavailable(f"workspace {workspace} is not a directory")
+        owns_client = client is None  # ours to close with the session (its connection pool)
         with engine_errors("cannot reap stale sandboxes"):
             client = client or await asyncio.to_thread(docker.from_env)
             if reap_stale:
@@ -283,6 +285,7 @@ class DockerSession(HelperSession):
             raise ConfigError("a network allow-list cannot be combined with runtime runsc here: "
                               "gVisor runs with --network=none; use runc, or network = \"none\"")
         session = cls(client, workspace, config)
+        session._owns_client = owns_client
         try:
             if session.config.network_allow is not None:
                 await session._attach_egress(list(session.config.network_allow))
@@ -516,6 +519,10 @@ class DockerSession(HelperSession):
             await asyncio.to_thread(self._teardown)
         if self.egress is not None:
             await self.egress.close()
+        if self._owns_client:
+            # Otherwise every session leaves its connection pool's sockets open until garbage
+            # collection: a harness that opens hundreds of sessions runs out of descriptors.
+            await asyncio.to_thread(self.client.close)
 
     # --- facts for doctor and tests --------------------------------------------------------
 
