@@ -144,8 +144,8 @@ def _no_running_loop(name: str) -> None:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise RuntimeError(f"executor.{name}() runs its own event loop, and this code already runs in "
-                       f"one: use `async with executor.{name.removesuffix('_sync')}(...)` here instead")
+    raise RuntimeError(f"executor.{name}() cannot be used inside a running event loop (it runs its "
+                       f"own): in async code, use `async with executor.{name.removesuffix('_sync')}(...)`")
 
 
 class _Portal:
