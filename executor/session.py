@@ -37,7 +37,7 @@ def _call_id() -> str:
 
 def _refusal(subject: str, verdict: Verdict) -> PolicyDenied:
     rule = f"rule {verdict.rule_id}" if verdict.rule_id else "the policy's default"
-    return PolicyDenied(f"{subject}: {verdict.justification} ({rule})")
+    return PolicyDenied(f"{subject} ({rule}): {verdict.justification}")
 
 
 class Sandbox(Closing):

@@ -56,7 +56,7 @@ async def test_the_sandbox_asks_the_policy_and_the_audit_log_records_it(repo: Pa
         result = await sandbox.run("cat calc.py")
         assert result.exit_code == 0 and "def add" in result.stdout.text
         # rm prompts; nobody is at a terminal here, so the default approvals deny it
-        with pytest.raises(executor.PolicyDenied, match=r"command 'rm -rf victim'.*\(rule rm\)"):
+        with pytest.raises(executor.PolicyDenied, match=r"^command 'rm -rf victim' \(rule rm\): no approver"):
             await sandbox.run("rm -rf victim")
         assert (repo / "victim").read_text() == "keep me\n"
         await sandbox.write_file("notes/todo.txt", "fix add\n")
@@ -83,7 +83,8 @@ async def test_a_policy_denial_names_its_rule_whoever_asks(repo: Path, tmp_path:
     policy = tmp_path / "policy.toml"
     policy.write_text('version = 1\nextends = ["default"]\n[files]\nwritable = ["*.py"]\n')
     async with executor.open_sandbox(repo, policy=policy) as sandbox:
-        with pytest.raises(executor.PolicyDenied, match=r"create_file notes.txt: .*\(rule files.default\)"):
+        denied = r"^create_file notes.txt \(rule files.default\): notes.txt matches no writable"
+        with pytest.raises(executor.PolicyDenied, match=denied):
             await sandbox.write_file("notes.txt", b"x")
         await sandbox.write_file("calc.py", "def add(a, b):\n    return a + b\n")
     assert not (repo / "notes.txt").exists()
@@ -99,7 +100,7 @@ async def test_approvals_answer_the_policys_prompts(repo: Path) -> None:
 
     async with executor.open_sandbox(repo, approvals=executor.Callback(approve_rm_victim)) as sandbox:
         await sandbox.run("rm victim")
-        with pytest.raises(executor.PolicyDenied, match=r"denied by callback.*\(rule rm\)"):
+        with pytest.raises(executor.PolicyDenied, match=r"^command 'rm calc.py' \(rule rm\): denied by callback"):
             await sandbox.run("rm calc.py")
     assert asked == ["rm victim", "rm calc.py"]
     assert not (repo / "victim").exists() and (repo / "calc.py").exists()
