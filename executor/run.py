@@ -289,6 +289,9 @@ class Run:
         if self._busy:
             raise RuntimeError("this run is already running a task: run its tasks one at a time")
         opts = self.options
+        task = opts.task if task is None else task
+        if not task:
+            raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         config = LoopConfig(model=opts.model, instructions=opts.instructions,
                             stateless=opts.stateless, budgets=self.runtime.budgets,
                             # the preview computer tool requires it
@@ -298,7 +301,7 @@ class Run:
                     observers=self._observers, log=self.log)
         self._busy = True
         try:
-            result = await loop.run(opts.task if task is None else task)
+            result = await loop.run(task)
         finally:
             self._busy = False
             if loop.interrupted is not None:

@@ -196,13 +196,16 @@ class PolicyBridge:
             pass  # a malformed patch or path asks nothing: the editor answers with the error
         return questions
 
-    async def questions(self, item: Any) -> tuple[ToolKind, str, list[Question]]:
-        """What the call behind an approval item asks: (its kind, its call id, the questions)."""
+    async def questions(self, item: Any) -> tuple[ToolKind | None, str, list[Question]]:
+        """What the call behind an approval item asks: (its kind, its call id, the questions).
+        The kind is None for a call that is not a shell or apply_patch call: nothing to ask."""
         raw = as_dict(item.raw_item if isinstance(item, ToolApprovalItem) else item)
         call_id = str(raw.get("call_id"))
         if raw.get("type") == "shell_call":
             action = raw.get("action") or {}
             return "shell", call_id, self.shell_questions(list(action.get("commands") or []))
+        if raw.get("type") != "apply_patch_call":
+            return None, call_id, []
         questions: list[Question] = []
         for op in _operations(raw):
             self._patch_calls[_op_key(op)] = call_id
@@ -226,7 +229,7 @@ class PolicyBridge:
         and the run stops with an interruption."""
         kind, call_id, questions = await self.questions(item)
         denied = next((q for q in questions if q.verdict.decision is Decision.DENY), None)
-        if denied is not None:
+        if denied is not None and kind is not None:
             return {"approve": False, "reason": await self._refuse(kind, call_id, item, denied, self.gate)}
         for q in questions:
             if q.verdict.decision is Decision.PROMPT and self.gate.audit is not None:
@@ -281,6 +284,8 @@ class PolicyBridge:
         lines = [f"{q.action}: {q.subject} — {q.verdict.decision.value} "
                  f"(rule {q.verdict.rule_id or 'default'}: {q.verdict.justification})"
                  for q in questions if not q.verdict.allowed]
+        if kind is None:
+            return f"{item.tool_name}: {as_dict(item.raw_item).get('type')} (not a sandloop call)"
         return "\n".join(lines) or f"{kind}: nothing in this call needs approval"
 
     async def approve(self, state: RunState[Any], item: ToolApprovalItem, *, always: bool = False) -> None:
@@ -295,7 +300,7 @@ class PolicyBridge:
         reason = message or REJECTED
         gate = PolicyGate(self.engine, _Answer(False, reason), self.gate.audit, on_event=self.gate.on_event)
         texts = [await self._refuse(kind, call_id, item, q, gate) for q in questions
-                 if q.verdict.decision is Decision.PROMPT]
+                 if kind is not None and q.verdict.decision is Decision.PROMPT]
         text = "\n".join(texts) or reason
         state.reject(item, rejection_message=text)
         return text
