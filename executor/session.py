@@ -78,11 +78,15 @@ class Sandbox(Closing):
 
         A prompt goes to the run's approvals; a refusal raises PolicyDenied naming the rule. A
         failing command is not an error: look at ``exit_code`` (None when it timed out)."""
-        verdict = await self._gate.shell(command, call_id=_call_id())
+        call_id = _call_id()
+        verdict = await self._gate.shell(command, call_id=call_id)
         if not verdict.allowed:
             raise _refusal(f"command {command!r}", verdict)
-        return await self._session.run(command, timeout_s=self.limits.timeout_s(timeout_s),
-                                       max_output_bytes=self.limits.max_output_bytes, env=env)
+        result = await self._session.run(command, timeout_s=self.limits.timeout_s(timeout_s),
+                                         max_output_bytes=self.limits.max_output_bytes, env=env)
+        await self._gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
+                                 detail="timed out" if result.timed_out else f"exit {result.exit_code}")
+        return result
 
     async def read_file(self, path: str) -> bytes:
         """The bytes of a workspace file (FileMissing when there is none)."""

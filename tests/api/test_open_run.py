@@ -75,7 +75,8 @@ async def test_the_sandbox_asks_the_policy_and_the_audit_log_records_it(repo: Pa
     decisions = [(r["subject"], r["decision"], r["rule_id"]) for r in records if r["kind"] == "decision"]
     assert decisions == [("cat calc.py", "allow", "read-tools"), ("rm -rf victim", "deny", "rm"),
                          ("create_file notes/todo.txt", "allow", "files.writable")]
-    assert [(r["subject"], r["outcome"]) for r in records if r["kind"] == "outcome"] == [("notes/todo.txt", "ok")]
+    assert [(r["subject"], r["outcome"], r["detail"]) for r in records if r["kind"] == "outcome"] == [
+        ("cat calc.py", "ok", "exit 0"), ("notes/todo.txt", "ok", "written")]
     assert check(folder / "audit.jsonl").problems == []
 
 

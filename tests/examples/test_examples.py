@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from executor.demo import FIX
+from executor.demo import DEMO_DIR, FIX
 from executor.testing import FakeResponsesServer, ScriptedModel, apply_patch_call, message, shell_call, update_file
 from tests.api.scenario import exit_codes, outputs
 from tests.conftest import copy_tree
@@ -32,7 +32,7 @@ def _turns(example: str) -> list[Any]:
 
 @pytest.mark.parametrize("example", ["python_async.py", "python_sync.py", "agents_sdk.py"])
 def test_the_example_runs_against_a_responses_endpoint(example: str, docker_client: Any, tmp_path: Path) -> None:
-    repo = copy_tree(EXAMPLES / "demo" / "repo", tmp_path / "repo")
+    repo = copy_tree(DEMO_DIR / "repo", tmp_path / "repo")
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-examples-0000", "XDG_STATE_HOME": str(tmp_path / "state"),
            "OPENAI_AGENTS_DISABLE_TRACING": "1"}
     env.pop("OPENAI_BASE_URL", None)
