@@ -156,16 +156,20 @@ class _Portal:
         _no_running_loop(name)
         self.name = name
         self._runner = asyncio.Runner()
+        self.closed = False
 
     def call(self, coro: Coroutine[Any, Any, R]) -> R:
         try:
             _no_running_loop(self.name)
+            if self.closed:
+                raise RuntimeError(f"this {self.name}() object is closed")
         except RuntimeError:
             coro.close()
             raise
         return self._runner.run(coro)
 
     def close(self) -> None:
+        self.closed = True
         self._runner.close()
 
 
@@ -192,6 +196,9 @@ class SyncSandbox:
         self._portal.call(self._sandbox.write_file(path, data, mode=mode))
 
     def close(self) -> None:
+        """Close it (idempotent); from open_sandbox_sync, everything it opened."""
+        if self._portal.closed:
+            return
         try:
             self._portal.call(self._sandbox.close())
         finally:
@@ -229,6 +236,9 @@ class SyncRun:
         return self._portal.call(self._run.task(task, client=client))
 
     def close(self) -> None:
+        """Close the run and everything it opened (idempotent)."""
+        if self._portal.closed:
+            return
         with contextlib.ExitStack() as stack:
             stack.callback(self._portal.close)
             self._portal.call(self._run.close())

@@ -35,9 +35,16 @@ SCRIPT = textwrap.dedent("""
     with executor.open_run_sync(repo, model="scripted", base_url=base_url, api_key="sk-test-sync") as run:
         outcome = run.task("make the tests pass")
         check = run.sandbox.run("python3 -m unittest -q")
-        print(json.dumps({"echo": echo, "denied": denied, "answer": outcome.result.final_text,
-                          "exit": int(outcome.result.exit_code), "check": check.exit_code,
-                          "folder": str(run.folder), "head": run.audit_head}))
+    sandbox.close()  # again: nothing happens
+    try:
+        run.sandbox.run("true")
+        after_close = "ran"
+    except RuntimeError as exc:
+        after_close = str(exc)
+    print(json.dumps({"echo": echo, "denied": denied, "answer": outcome.result.final_text,
+                      "after_close": after_close,
+                      "exit": int(outcome.result.exit_code), "check": check.exit_code,
+                      "folder": str(run.folder), "head": run.audit_head}))
 """)
 
 
@@ -53,6 +60,7 @@ def test_a_plain_script_runs_a_task_and_the_sandbox(repo: Path, tmp_path: Path, 
     assert not server.rejections, server.rejections
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["echo"] == "hi\n" and "(rule rm)" in got["denied"]
+    assert got["after_close"] == "this open_run_sync() object is closed"
     assert (repo / "victim").exists() and (repo / "hello.txt").read_text() == "hi\n"
     assert got["exit"] == 0 and got["check"] == 0 and got["answer"].startswith("calc.add")
     assert [exit_codes(o) == [0] for o in outputs(server.requests, "shell_call_output")] == [False, True]
