@@ -10,6 +10,7 @@ toolbox and the request log; :meth:`Run.task` drives the loop. This is the one s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -192,7 +193,8 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
             stack.push_async_callback(browser.close)
             await browser.start()
             toolbox.browser = browser
-            toolbox.computer_safety = _safety_callback(policy.browser.safety_checks, approvals)
+            mode = policy.browser.safety_checks
+            toolbox.computer_safety = gate.recorded(_safety_callback(mode, approvals), mode)
             if opts.model.startswith("computer-use-preview"):
                 toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
             toolbox.functions.extend(computer.navigation_tools(browser))
@@ -297,8 +299,10 @@ class Run:
                             # the preview computer tool requires it
                             extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview")
                             else {})
-        loop = Loop(self._client_for(client), config, self.toolbox, on_event=self.on_event,
+        used = self._client_for(client)
+        loop = Loop(used, config, self.toolbox, on_event=self.on_event,
                     observers=self._observers, log=self.log)
+        await self._log_start(task, used)
         self._busy = True
         try:
             result = await loop.run(task)
@@ -307,6 +311,20 @@ class Run:
             if loop.interrupted is not None:
                 self.interrupted = RunOutcome(loop.interrupted, self.folder, self.audit_head, self.log)
         return RunOutcome(result, self.folder, self.audit_head, self.log)
+
+    async def _log_start(self, task: str | list[dict[str, Any]], client: Client) -> None:
+        """What the run is, for whoever reads its log later (the session report's header):
+        the task, the model and endpoint, the policy file and its hash, where things run."""
+        opts, session = self.options, self.toolbox.session
+        runtime = getattr(session, "runtime_in_force", None)
+        layers = self.engine.loaded.layers
+        self.log.event(
+            "start", 0, task=task if isinstance(task, str) else None, model=opts.model,
+            endpoint=str(getattr(client, "base_url", "") or ""),
+            policy={"path": layers[-1].name if layers else str(opts.policy or "default"),
+                    "sha256": self.engine.sha256},
+            placement=opts.browser, backend=type(session).__name__,
+            runtime=await asyncio.to_thread(runtime) if callable(runtime) else None)
 
     async def close(self) -> None:
         """Close the browser, the session and the run's files. Idempotent."""
