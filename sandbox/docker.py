@@ -36,6 +36,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.models.containers import Container
 from docker.types import Mount
 
@@ -255,6 +256,9 @@ class DockerSession(HelperSession):
         self._died: str | None = None  # why the last container died, until a new one answers
         self._starts = 0  # containers created so far: each gets a fresh name
         self._sock: socket.socket | None = None
+        # The engine's attach stream as docker-py hands it over (a SocketIO over _sock): it holds
+        # a reference to the descriptor, which closing _sock alone leaves open until collected.
+        self._stream: Any = None
         self._start_lock = asyncio.Lock()
         self._closed = False
         self._owns_client = False
@@ -407,7 +411,7 @@ class DockerSession(HelperSession):
                 )
                 sock: socket.socket = getattr(raw, "_sock", raw)
                 sock.settimeout(None)
-                self._sock = sock
+                self._sock, self._stream = sock, raw
                 container.start()
         except SandboxUnavailable as exc:
             self._remove_container(container)
@@ -439,18 +443,34 @@ class DockerSession(HelperSession):
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
+            if "already in progress" in str(exc):
+                # auto_remove got there first (the helper exited when its stream closed): wait
+                # until it is done, so a closed session has no container left when close returns.
+                self._wait_removed(container)
+            else:
                 log.warning("could not remove %s: %s", container.name, exc)
         except (docker.errors.DockerException, OSError) as exc:
             log.warning("could not remove %s: the Docker engine does not answer (%s)", container.name,
                         _one_line(exc))
 
+    def _wait_removed(self, container: Container) -> None:
+        try:
+            self.client.api.wait(container.id, timeout=30, condition="removed")
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, OSError, requests.exceptions.RequestException) as exc:
+            log.warning("%s is still being removed: %s", container.name, _one_line(exc))
+
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
+        stream, self._stream = self._stream, None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+        if stream is not None and stream is not sock:
+            with contextlib.suppress(OSError):
+                stream.close()
 
     async def _client(self) -> HelperClient:
         if self._helper is not None and self._helper.alive:
