@@ -23,12 +23,13 @@ from executor import safety
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
+from executor.environment import prepare_environment
 from executor.handlers import computer
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
-from executor.sandbox_config import docker_config, shell_limits
+from executor.sandbox_config import shell_limits
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
@@ -80,6 +81,8 @@ class RunOptions:
     record: Path | None = None
     instructions: str = DEFAULT_INSTRUCTIONS
     approvals: Approvals | None = None
+    #: the image to start from for this run (``--image``), instead of the policy's [environment] one
+    image: str | None = None
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> SafetyCallback:
@@ -168,7 +171,9 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
-        toolbox.session = await DockerSession.create(opts.repo.resolve(), docker_config(policy))
+        config, _ = await prepare_environment(engine.loaded, opts.repo.resolve(), image=opts.image,
+                                              log_dir=log_dir, on_event=on_event)
+        toolbox.session = await DockerSession.create(opts.repo.resolve(), config)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
             browser = open_browser(BrowserGate(gate, toolbox).config(policy),
