@@ -4,8 +4,9 @@
   state directory) and prints the key and the image;
 * ``show`` says what a run would use and whether it is cached, building and setting up nothing;
 * ``ls`` lists cached environments (with when each was last used);
-* ``prune`` removes environments not used for ``--days`` (or ``--all``) and the
-  ``sandloop-sandbox`` images of other Dockerfiles than this installation's.
+* ``prune`` removes environments not used for ``--days`` (default 30), and the
+  ``sandloop-sandbox`` images of other Dockerfiles than this installation's built as long ago
+  (``--all``: every environment and every such image).
 
 Each takes ``--json``. Exit codes as ``sandloop run``: 0 done, 1 the engine failed, 2 usage (a
 policy that does not load, a setup that failed, an image that cannot be used).
@@ -53,8 +54,8 @@ def register(subparsers: Any) -> None:
     leaf("build", "run the environment's setup now (unless cached); print its key and image", _build, policy=True)
     leaf("show", "what a run would start from, and whether it is cached (builds nothing)", _show, policy=True)
     leaf("ls", "list cached environments", _ls, policy=False)
-    p = leaf("prune", "remove environments not used for N days (or all), and stale sandbox images", _prune,
-             policy=False)
+    p = leaf("prune", "remove environments not used for N days (or all), and sandbox images of other "
+             "Dockerfiles built that long ago (or all)", _prune, policy=False)
     p.add_argument("--days", type=float, default=30.0, help="unused for this many days (default: 30)")
     p.add_argument("--all", action="store_true", help="remove every cached environment")
 
@@ -134,7 +135,8 @@ def _prune(args: argparse.Namespace) -> int:
     client = _client()
     with engine_errors("cannot prune environments"):
         removed, kept = store.prune(client, older_than_days=args.days, everything=args.all)
-        stale, stale_kept = store.stale_sandbox_images(client, remove=True)
+        stale, stale_kept = store.stale_sandbox_images(client, remove=True,
+                                                       older_than_days=None if args.all else args.days)
     if args.json:
         print(json.dumps({"removed": [env.to_json() for env in removed], "stale_sandbox_images": stale,
                           "kept": [{"image": image, "reason": why} for image, why in [*kept, *stale_kept]]},

@@ -14,7 +14,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,13 +154,17 @@ def _remove(client: docker.DockerClient, image: str) -> str | None:
 
 
 def prune(client: docker.DockerClient, *, older_than_days: float | None, everything: bool = False,
-          now: float | None = None) -> tuple[list[CachedEnvironment], list[tuple[str, str]]]:
-    """Remove cached environments not used for ``older_than_days`` (or all of them).
+          now: float | None = None, keys: Collection[str] | None = None,
+          ) -> tuple[list[CachedEnvironment], list[tuple[str, str]]]:
+    """Remove cached environments not used for ``older_than_days`` (or all of them; only those
+    of ``keys`` when given).
 
     Returns what was removed and (image, reason) for what could not be (still in use)."""
     now = time.time() if now is None else now
     removed, kept = [], []
     for env in list_environments(client):
+        if keys is not None and env.key not in keys:
+            continue
         used = env.last_used or env.created
         if not everything and (older_than_days is None or now - used < older_than_days * 86400):
             continue
@@ -176,14 +180,25 @@ def prune(client: docker.DockerClient, *, older_than_days: float | None, everyth
     return removed, kept
 
 
-def stale_sandbox_images(client: docker.DockerClient, *, remove: bool) -> tuple[list[str], list[tuple[str, str]]]:
+def stale_sandbox_images(client: docker.DockerClient, *, remove: bool, older_than_days: float | None = None,
+                         now: float | None = None, only: Callable[[str], bool] | None = None,
+                         ) -> tuple[list[str], list[tuple[str, str]]]:
     """``sandloop-sandbox:*`` images built from another Dockerfile than this installation's
-    (their hash label or tag differs): listed, and removed when ``remove``."""
+    (their tag names another hash, or none): listed, and removed when ``remove``.
+
+    ``older_than_days``: only images built that long ago — another checkout or version on the
+    same machine keeps its own images (the tag carries the Dockerfile's hash so that checkouts
+    never rebuild each other's), and one built recently is most likely in use."""
+    now = time.time() if now is None else now
     current = {images.image_name(target) for target in images.TARGETS}
     stale, kept = [], []
     for row in client.api.images(name=images.REPOSITORY):
         tags = [t for t in row.get("RepoTags") or () if t.startswith(f"{images.REPOSITORY}:")]
+        if only is not None:
+            tags = [t for t in tags if only(t)]
         if not tags or any(t in current for t in tags):
+            continue
+        if older_than_days is not None and now - _created(row) < older_than_days * 86400:
             continue
         for tag in tags:
             problem = _remove(client, tag) if remove else None
