@@ -204,10 +204,10 @@ class SetupContainer:
                 if pending:
                     self._line(pending, tail)
                 code = api.exec_inspect(exec_id).get("ExitCode")
-        except SandboxUnavailable as exc:
-            if self._aborted:
+        except SandboxUnavailable:
+            if self._aborted:  # we killed it: the step failed, the engine did not
                 raise StepFailed(title, self._aborted, list(tail)) from None
-            raise StepFailed(title, str(exc), list(tail)) from exc
+            raise
         finally:
             watchdog.cancel()
         if self._aborted:

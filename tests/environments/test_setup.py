@@ -23,7 +23,7 @@ from sandbox.docker import DockerConfig, DockerSession
 from sandbox.environment import store
 from sandbox.environment.ca import CA_PATH, CA_VARIABLES
 from sandbox.environment.key import environment_key
-from sandbox.environment.prepare import prepare
+from sandbox.environment.prepare import EnvironmentSetupFailed, prepare
 from sandbox.environment.probe import image_facts, probe
 from sandbox.environment.spec import KEY_LABEL, REPOSITORY, EnvironmentSpec
 from sandloop.errors import ConfigError
@@ -62,6 +62,15 @@ def test_a_failing_setup_stops_the_run_with_exit_2_and_caches_nothing(
     assert shown["cached"] is False
     assert not docker_client.api.images(filters={"label": f"{KEY_LABEL}={shown['key']}"})
     # and no setup container is left
+    assert not docker_client.api.containers(all=True, filters={"name": "sandloop-envsetup-"})
+
+
+async def test_a_setup_past_its_time_limit_is_stopped_and_caches_nothing(
+        user_workspace: Path, docker_client: docker.DockerClient) -> None:
+    spec = EnvironmentSpec(setup=("echo started", "sleep 600"), setup_timeout_s=3)
+    with pytest.raises(EnvironmentSetupFailed) as failed:
+        await prepare(spec, user_workspace, client=docker_client)
+    assert "setup 2/2 (setup ran past its 3 s)" in str(failed.value) and "sleep 600" in str(failed.value)
     assert not docker_client.api.containers(all=True, filters={"name": "sandloop-envsetup-"})
 
 
