@@ -125,7 +125,7 @@ def _ls(args: argparse.Namespace) -> int:
         return 0
     for env in found:
         tags = ", ".join(env.tags) or env.image_id[7:19]
-        print(f"{tags}  {env.kind}  {env.size_mb} MB  created {_when(env.created)}  "
+        print(f"{tags}  {env.kind}  +{env.size_mb} MB  created {_when(env.created)}  "
               f"last used {_when(env.last_used)}  from {env.base}")
     print(f"{len(found)} environment(s)")
     return 0

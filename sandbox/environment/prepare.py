@@ -142,6 +142,7 @@ def _build_dockerfile(client: docker.DockerClient, spec: EnvironmentSpec, run: _
                     run.line(line)
             if "error" in chunk:
                 raise EnvironmentSetupFailed(f"building {dockerfile} failed: {chunk['error'].strip()}")
+    store.mark_used(name)
     return tag
 
 
@@ -240,6 +241,9 @@ def _failure(failed: StepFailed, command: str, run: _Run) -> EnvironmentSetupFai
     if any(mark in line for line in failed.tail for mark in
            ("CERTIFICATE_VERIFY_FAILED", "SELF_SIGNED_CERT", "self-signed certificate", "unable to get local issuer")):
         hints.append("TLS verification failed: behind an intercepting proxy, set trust_host_ca = true")
+    if any("error setting permissions" in line for line in failed.tail):
+        hints.append("a package that installs a setuid or setgid program cannot be installed: the sandbox "
+                     "never lets anything set those bits")
     if hints:
         text += "\n" + "\n".join(hints)
     text += "\nnothing was cached"

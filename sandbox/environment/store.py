@@ -113,7 +113,7 @@ class CachedEnvironment:
     version: str
     created: float
     last_used: float | None
-    size_mb: float
+    size_mb: float  # what it adds to its base image (its own layers)
 
     def to_json(self) -> dict[str, Any]:
         return {"image_id": self.image_id, "tags": list(self.tags), "key": self.key, "kind": self.kind,
@@ -126,19 +126,32 @@ def _created(attrs: dict[str, Any]) -> float:
     return float(created) if isinstance(created, (int, float)) else 0.0
 
 
+def _base_size(client: docker.DockerClient, base: str, known: dict[str, int]) -> int:
+    """The size of the image an environment was built on (``ref@id`` in its label), 0 if gone."""
+    image_id = base.rpartition("@")[2]
+    if image_id not in known:
+        try:
+            known[image_id] = int(client.api.inspect_image(image_id).get("Size") or 0)
+        except docker.errors.APIError:
+            known[image_id] = 0
+    return known[image_id]
+
+
 def list_environments(client: docker.DockerClient) -> list[CachedEnvironment]:
     """Every cached environment in the engine, newest first."""
     found = []
+    sizes: dict[str, int] = {}
     with _folder() as folder:
         for row in client.api.images(filters={"label": KEY_LABEL}):
             labels = row.get("Labels") or {}
             key = str(labels.get(KEY_LABEL, ""))
+            base = str(labels.get(BASE_LABEL, ""))
             tags = tuple(t for t in row.get("RepoTags") or () if t.startswith(f"{REPOSITORY}:"))
+            own = int(row.get("Size") or 0) - (_base_size(client, base, sizes) if "@" in base else 0)
             found.append(CachedEnvironment(
                 image_id=str(row["Id"]), tags=tags, key=key, kind=str(labels.get(KIND_LABEL, "")),
-                base=str(labels.get(BASE_LABEL, "")), version=str(labels.get(VERSION_LABEL, "")),
-                created=_created(row), last_used=last_used(folder, key),
-                size_mb=round(int(row.get("Size") or 0) / 1e6, 1)))
+                base=base, version=str(labels.get(VERSION_LABEL, "")),
+                created=_created(row), last_used=last_used(folder, key), size_mb=round(max(own, 0) / 1e6, 1)))
     return sorted(found, key=lambda e: -(e.last_used or e.created))
 
 

@@ -25,7 +25,7 @@ from sandbox.environment.ca import CA_PATH, CA_VARIABLES
 from sandbox.environment.key import environment_key
 from sandbox.environment.prepare import EnvironmentSetupFailed, prepare
 from sandbox.environment.probe import image_facts, probe
-from sandbox.environment.spec import KEY_LABEL, REPOSITORY, EnvironmentSpec
+from sandbox.environment.spec import BASE_LABEL, KEY_LABEL, REPOSITORY, EnvironmentSpec
 from sandloop.errors import ConfigError
 
 from .conftest import remove_key
@@ -188,6 +188,8 @@ def test_a_dockerfile_builds_without_network_relative_to_the_policy(
     assert main(["env", "build", "--policy", str(policy), "--repo", str(user_workspace), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     built.append(result["key"])
+    base_ref = docker_client.images.get(result["image"]).labels[BASE_LABEL].rpartition("@")[0]
+    built.append(base_ref.removeprefix(f"{REPOSITORY}:"))  # the Dockerfile's image: its key is its tag
     assert result["source"] == "built" and result["image"].startswith(f"{REPOSITORY}:")
     assert (user_workspace / "from-build.txt").read_text().split() == ["lo"]  # RUN had no network
     assert main(["env", "build", "--policy", str(policy), "--repo", str(user_workspace), "--json"]) == 0
