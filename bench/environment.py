@@ -77,14 +77,10 @@ async def session_from_cache(client: docker.DockerClient, workspace: Path, image
     else:
         prepared = Prepared(image=image, source="image")
     prepare_s = time.perf_counter() - start
-    session = await DockerSession.create(workspace, DockerConfig(image=prepared.image, ca_bundle=prepared.ca_bundle,
-                                                                 env=prepared.env()), client=client)
-    try:
-        result = await session.run("echo hi")
-        assert result.stdout.text == "hi\n", result
+    config = DockerConfig(image=prepared.image, ca_bundle=prepared.ca_bundle, env=prepared.env())
+    async with await DockerSession.create(workspace, config, client=client) as session:
+        assert (await session.run("echo hi")).stdout.text == "hi\n"
         answered = time.perf_counter() - start
-    finally:
-        await session.close()
     return answered, time.perf_counter() - start, prepare_s
 
 
@@ -93,12 +89,12 @@ async def ready(client: docker.DockerClient, workspace: Path, image: str) -> Non
     ours: list[tuple[float, float, float]] = []
     plain: list[tuple[float, float, float]] = []
     bare: list[tuple[float, float]] = []
-    for i in range(n):
-        if i % 2:
+    for i in range(n):  # alternate who goes first, so neither always meets a warmer engine
+        ours_first = i % 2 == 1
+        if ours_first:
             ours.append(await session_from_cache(client, workspace))
-            bare.append(await asyncio.to_thread(bare_lifecycle, client, image))
-        else:
-            bare.append(await asyncio.to_thread(bare_lifecycle, client, image))
+        bare.append(await asyncio.to_thread(bare_lifecycle, client, image))
+        if not ours_first:
             ours.append(await session_from_cache(client, workspace))
         plain.append(await session_from_cache(client, workspace, image))
     print(f"session from the cached environment vs a bare container of {image}, {n} rounds each")

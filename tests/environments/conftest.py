@@ -25,6 +25,7 @@ import docker.errors
 import pytest
 
 from executor.cli import main
+from executor.testing import FakeResponsesServer, ScriptedModel
 from sandbox import egress
 from sandbox.environment.spec import KEY_LABEL, REPOSITORY
 from tests.conftest import missing
@@ -148,6 +149,17 @@ def proxies(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return started
 
 
+def run_cli(repo: Path, policy: Path, folder: Path, model: ScriptedModel,
+            capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
+    """``sandloop run`` (the real CLI, the real openai client) against the fake Responses server
+    playing ``model``: the exit code, the ``--json`` result and what went to stderr."""
+    with FakeResponsesServer(model) as server:
+        code = main(["run", "fix the failing tests", "--repo", str(repo), "--base-url", server.base_url,
+                     "--policy", str(policy), "--log", str(folder / "requests.jsonl"), "--json"])
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err
+
+
 def calls(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     """Every call of ``kind`` in a ``run --json`` result, in order."""
     return [call for turn in result["turns"] for call in turn["calls"] if call["type"] == kind]
@@ -158,4 +170,5 @@ def shell_text(call: dict[str, Any]) -> list[str]:
     return [f"{o.get('stdout', '')}{o.get('stderr', '')}" for o in call["output"]["output"]]
 
 
-__all__ = ["DEEP_EQUAL", "INFLECTION", "REPOSITORY", "calls", "env_show", "plant", "shell_text", "write_policy"]
+__all__ = ["DEEP_EQUAL", "INFLECTION", "REPOSITORY", "calls", "env_show", "plant", "run_cli", "shell_text",
+           "write_policy"]

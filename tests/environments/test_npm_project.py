@@ -9,17 +9,15 @@ environment into a checkout that lost it — the second run sets nothing up and 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from executor.cli import main
-from executor.testing import FakeResponsesServer, ScriptedModel, apply_patch_call, message, shell_call, update_file
+from executor.testing import ScriptedModel, apply_patch_call, message, shell_call, update_file
 from sandbox.environment.registries import npm_reach
 
-from .conftest import calls, env_show, shell_text, write_policy
+from .conftest import calls, env_show, run_cli, shell_text, write_policy
 
 pytestmark = pytest.mark.docker
 
@@ -39,15 +37,6 @@ FIX = """@@ var deepEqual = module.exports = function (actual, expected, opts) {
 """
 
 
-def run(repo: Path, policy: Path, folder: Path, model: ScriptedModel,
-        capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, str]:
-    with FakeResponsesServer(model) as server:
-        code = main(["run", "make npm test pass", "--repo", str(repo), "--base-url", server.base_url,
-                     "--policy", str(policy), "--log", str(folder / "requests.jsonl"), "--json"])
-    out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
-
-
 def test_deep_equal_fixed_in_an_environment_then_reused(
         tmp_path: Path, deep_equal_checkout: Path, fresh_environment, proxies: list[list[str]],
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +51,7 @@ def test_deep_equal_fixed_in_an_environment_then_reused(
         [shell_call(["npm test"])],
         [message("strict mode compares with === again; npm test passes.")],
     ])
-    code, result, err = run(repo, policy, tmp_path / "run1", model, capsys)
+    code, result, err = run_cli(repo, policy, tmp_path / "run1", model, capsys)
     assert code == 0, err
     first, patch, second = calls(result, "shell_call")[0], calls(result, "apply_patch_call")[0], \
         calls(result, "shell_call")[1]
@@ -80,7 +69,7 @@ def test_deep_equal_fixed_in_an_environment_then_reused(
 
     shutil.rmtree(repo / "node_modules")  # a fresh checkout of the same lockfile
     model = ScriptedModel([[shell_call(["npm test"])], [message("green")]])
-    code, result, err = run(repo, policy, tmp_path / "run2", model, capsys)
+    code, result, err = run_cli(repo, policy, tmp_path / "run2", model, capsys)
     assert code == 0, err
     assert "# ok" in shell_text(calls(result, "shell_call")[0])[0]
     assert len(proxies) == 1 and "cached; setup not run" in err

@@ -6,17 +6,15 @@ no network. A second run reuses the cached environment: no setup, no proxy, no s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import docker
 import pytest
 
-from executor.cli import main
-from executor.testing import FakeResponsesServer, ScriptedModel, apply_patch_call, message, shell_call, update_file
+from executor.testing import ScriptedModel, apply_patch_call, message, shell_call, update_file
 from sandbox.environment.registries import pip_reach
 
-from .conftest import REPOSITORY, calls, shell_text, write_policy
+from .conftest import REPOSITORY, calls, run_cli, shell_text, write_policy
 
 pytestmark = pytest.mark.docker
 
@@ -24,7 +22,7 @@ pytestmark = pytest.mark.docker
 ENVIRONMENT = """\
 setup = [
   "python3 -m venv /opt/env",
-  "/opt/env/bin/pip install -e '.[test]' pytest",
+  "/opt/env/bin/pip install -e '.[test,tests,testing]' pytest",
 ]
 setup_registries = ["pip"]
 cache_key = ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"]
@@ -40,15 +38,6 @@ FIX = """@@ def ordinal(number: int) -> str:
 """
 
 
-def run(repo: Path, policy: Path, folder: Path, model: ScriptedModel,
-        capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, str]:
-    with FakeResponsesServer(model) as server:
-        code = main(["run", "fix the failing tests", "--repo", str(repo), "--base-url", server.base_url,
-                     "--policy", str(policy), "--log", str(folder / "requests.jsonl"), "--json"])
-    out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
-
-
 def test_inflection_fixed_in_an_environment_then_reused(
         tmp_path: Path, inflection_checkout: Path, docker_client: docker.DockerClient,
         fresh_environment, proxies: list[list[str]], capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +51,7 @@ def test_inflection_fixed_in_an_environment_then_reused(
         [shell_call([PYTEST])],
         [message("ordinal(13) says th again; the tests pass.")],
     ])
-    code, result, err = run(repo, policy, tmp_path / "run1", model, capsys)
+    code, result, err = run_cli(repo, policy, tmp_path / "run1", model, capsys)
     assert code == 0, err
     first, patch, second = calls(result, "shell_call")[0], calls(result, "apply_patch_call")[0], \
         calls(result, "shell_call")[1]
@@ -88,7 +77,7 @@ def test_inflection_fixed_in_an_environment_then_reused(
 
     # The second run: the cached environment, no setup, no proxy, no network.
     model = ScriptedModel([[shell_call([PYTEST])], [message("still green")]])
-    code, result, err = run(repo, policy, tmp_path / "run2", model, capsys)
+    code, result, err = run_cli(repo, policy, tmp_path / "run2", model, capsys)
     assert code == 0, err
     assert "455 passed" in shell_text(calls(result, "shell_call")[0])[0]
     assert len(proxies) == 1
