@@ -13,6 +13,9 @@ turns it into the image a session starts from:
 * ``probe``    — what an image has (python3, a shell, a package manager, package sources)
 * ``setup``    — the setup container: hardened like a session, root file system writable,
   commands streamed, the result committed with nothing of the run in it
+* ``build``    — running steps in it behind the setup's egress proxy, reporting, failing cleanly
+* ``base``     — the image to start from: named, pulled, or built from a Dockerfile offline
+* ``python``   — python3 added once to an image without it, or a one-line refusal
 * ``store``    — cached environments: lookup, last use, the per-key build lock, listing, pruning
 * ``prepare``  — the whole: reuse the cached image, or build it once (python3 first if missing)
 

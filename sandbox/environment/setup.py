@@ -26,8 +26,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
-import logging
 import secrets
+import shlex
 import socket
 import tarfile
 import threading
@@ -49,7 +49,6 @@ from .spec import PREFIX, EnvironmentSpec
 
 __all__ = ["HOME", "TAIL_LINES", "SetupContainer", "StepFailed", "package_commands"]
 
-log = logging.getLogger("sandloop.environment")
 
 HOME = "/tmp/home"
 TAIL_LINES = 40
@@ -68,8 +67,6 @@ class StepFailed(Exception):
 def package_commands(probe: Probe, packages: list[str]) -> list[str]:
     """Shell lines that install ``packages`` with the image's package manager, as capless root
     (``[]`` when the image has none: the caller refuses it)."""
-    import shlex
-
     names = " ".join(shlex.quote(p) for p in packages)
     if probe.manager == "apt":
         apt = "apt-get -o APT::Sandbox::User=root"
