@@ -86,6 +86,10 @@ class Reporter:
             self.refused.append(decision.target)
 
 
+class _Failed(Exception):
+    """A step failed: leave the steps, clean up, then say why."""
+
+
 def _failure(failed: StepFailed, command: str, run: Reporter) -> EnvironmentSetupFailed:
     tail = [line for line in failed.tail if line.strip()][-_TAIL_SHOWN:]
     text = f"environment setup failed at {failed.title} ({failed.reason}): {command}"
@@ -138,6 +142,7 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
            **allow.env}
     deadline = time.monotonic() + spec.setup_timeout_s
     started = time.monotonic()
+    failed: tuple[StepFailed, str] | None = None
     try:
         await asyncio.to_thread(container.start)
         for title, command, user in steps:
@@ -145,8 +150,12 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
             step_env = {**env, "DEBIAN_FRONTEND": "noninteractive"} if user == "0:0" else env
             try:
                 await asyncio.to_thread(container.run, title, command, user=user, env=step_env, deadline=deadline)
-            except StepFailed as failed:
-                raise _failure(failed, command, run) from None
+            except StepFailed as exc:
+                failed = (exc, command)
+                break
+        if failed is not None:
+            # Told once the proxy is gone: by then every decision it made has been read.
+            raise _Failed
         tags = [store.tag_for(key)]
         if rekey is not None:
             after = await asyncio.to_thread(rekey)
@@ -160,6 +169,8 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
         await asyncio.to_thread(container.close)
         if handle is not None:
             await handle.close()
+        if failed is not None:
+            raise _failure(*failed, run) from None
     run.say("built", f"environment {REPOSITORY}:{tags[0]} built in {time.monotonic() - started:.1f} s "
             f"({image_id[7:19]})", key=key)
     return image_id

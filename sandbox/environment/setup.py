@@ -166,6 +166,9 @@ class SetupContainer:
         if self.container_id is not None:
             with contextlib.suppress(docker.errors.APIError, docker.errors.DockerException, OSError):
                 self.client.api.remove_container(self.container_id, force=True, v=True)
+            # A killed container may be on its way out already (auto_remove): gone before we return.
+            with contextlib.suppress(docker.errors.APIError, docker.errors.DockerException, OSError):
+                self.client.api.wait(self.container_id, timeout=60, condition="removed")
 
     # --- steps ---------------------------------------------------------------------------
 

@@ -74,6 +74,23 @@ async def test_a_setup_past_its_time_limit_is_stopped_and_caches_nothing(
     assert not docker_client.api.containers(all=True, filters={"name": "sandloop-envsetup-"})
 
 
+async def test_setup_reaches_only_its_list_and_cannot_plant_git_hooks(
+        user_workspace: Path, docker_client: docker.DockerClient) -> None:
+    """The proxy refuses a host off the list by name (nothing is resolved or contacted), and the
+    checkout's .git is read-only to setup as to the agent: no hook reaches the host's git."""
+    (user_workspace / ".git" / "hooks").mkdir(parents=True)
+    os.chown(user_workspace / ".git", 1000, 1000)
+    os.chown(user_workspace / ".git" / "hooks", 1000, 1000)
+    plant = "echo 'echo pwned' > .git/hooks/pre-commit || echo refused-hook"
+    spec = EnvironmentSpec(setup=(plant, "curl -sS -o /dev/null https://blocked.invalid/"),
+                           setup_network=("allowed.invalid",))
+    with pytest.raises(EnvironmentSetupFailed) as failed:
+        await prepare(spec, user_workspace, client=docker_client)
+    text = str(failed.value)
+    assert "the setup proxy refused blocked.invalid:443" in text and "403" in text
+    assert not (user_workspace / ".git" / "hooks" / "pre-commit").exists()
+
+
 async def test_two_sessions_building_one_key_build_it_once(
         user_workspace: Path, docker_client: docker.DockerClient, built: list[str]) -> None:
     marker = "/workspace/setup-ran"
