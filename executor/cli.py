@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from executor import demo, testing
+from executor import demo, env_cli, testing
 from executor.loop import ExitCode
 from executor.report import cli as report_cli
 from executor.report import write_report
@@ -98,7 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         task=args.task, repo=Path(args.repo), model=args.model, base_url=args.base_url,
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
         browser=args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
-        log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None)
+        log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
+        image=args.image)
     return execute(opts, args, console)
 
 
@@ -159,6 +160,8 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
     p.add_argument("--browser", choices=("container", "local", "off"), default=None,
                    help="where Chromium runs (default: off; the demo picks container or local)")
+    p.add_argument("--image", help="the image to start from for this run, instead of the policy's "
+                   "[environment] image or dockerfile (its setup still applies)")
     p.add_argument("--max-turns", type=int, help="budget on turns (default: the policy's)")
     p.add_argument("--max-tokens", type=int, help="budget on total tokens (from usage)")
     p.add_argument("--max-wall", type=float, help="budget on wall time, seconds")
@@ -194,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="the request/response log (default: a new run folder, as for run)")
     p.set_defaults(func=cmd_replay)
     # The other parts' commands.
-    for module in (sandbox_cli, policies_cli, patch_cli, report_cli):
+    for module in (sandbox_cli, policies_cli, patch_cli, report_cli, env_cli):
         module.register(sub)
     return parser
 

@@ -27,12 +27,13 @@ from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callba
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
 from executor.dispatch import EventSink
+from executor.environment import prepare_environment
 from executor.handlers import computer
 from executor.loop import Budgets, Client, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
-from executor.sandbox_config import docker_config, shell_limits
+from executor.sandbox_config import shell_limits
 from executor.session import Sandbox
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
@@ -92,6 +93,8 @@ class RunOptions:
     approvals: Approvals | None = None
     #: the client the loop uses (default: one made from base_url / api_key / the environment)
     client: Client | None = field(default=None, repr=False)
+    #: the image to start from for this run (``--image``), instead of the policy's [environment] one
+    image: str | None = None
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> SafetyCallback:
@@ -184,8 +187,9 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
-        toolbox.session = await DockerSession.create(opts.repo.resolve(),
-                                                     replace(docker_config(policy), on_egress=gate.egress))
+        config, _ = await prepare_environment(engine.loaded, opts.repo.resolve(), image=opts.image,
+                                              log_dir=log_dir, on_event=on_event)
+        toolbox.session = await DockerSession.create(opts.repo.resolve(), replace(config, on_egress=gate.egress))
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
             browser = open_browser(BrowserGate(gate, toolbox).config(policy),

@@ -1,0 +1,55 @@
+"""A run's environment: the policy's ``[environment]`` prepared before the session starts.
+
+:func:`prepare_environment` is the one call ``open_toolbox`` makes: the policy section becomes a
+plain :class:`~sandbox.environment.spec.EnvironmentSpec` (:func:`executor.sandbox_config.environment_spec`),
+the builder reuses or builds the image (:mod:`sandbox.environment.prepare`), and the result is
+the session's :class:`~sandbox.docker.DockerConfig`. Setup is long work, so it is shown live:
+each stage and every line a setup step prints go to the progress view (and to
+``environment.log`` in the run's folder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from executor.progress import Progress
+from executor.sandbox_config import docker_config, environment_spec
+from executor.terminal import shown
+from policies.model import LoadedPolicy
+from sandbox.docker import DockerConfig
+from sandbox.environment.prepare import Prepared, prepare
+
+__all__ = ["environment_events", "prepare_environment"]
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+def environment_events(on_event: Event | None, console: Console | None = None) -> Event:
+    """``on_event`` that also shows the environment's stages and setup output on a console
+    (the progress view's, when ``on_event`` is one)."""
+    if console is None and isinstance(on_event, Progress):
+        console = on_event.console
+
+    def event(kind: str, data: dict[str, Any]) -> None:
+        if console is not None:
+            if kind == "environment":
+                console.print(f"[bold]environment[/] {shown(data['text'], one_line=True)}", highlight=False)
+            elif kind == "environment_output":
+                console.print(f"  [dim]│ {shown(data['line'], one_line=True)}[/]", highlight=False)
+        if on_event is not None:
+            on_event(kind, data)
+
+    return event
+
+
+async def prepare_environment(loaded: LoadedPolicy, repo: Path, *, image: str | None, log_dir: Path | None,
+                              on_event: Event | None) -> tuple[DockerConfig, Prepared]:
+    """The session's container configuration, from the environment the policy (or ``--image``)
+    asks for: the cached image, or one set up now."""
+    prepared = await prepare(environment_spec(loaded, image), repo, on_event=environment_events(on_event),
+                             log_dir=log_dir)
+    return docker_config(loaded.policy, prepared=prepared), prepared
