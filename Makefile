@@ -15,7 +15,7 @@ bootstrap:
 	./scripts/bootstrap
 
 test: bootstrap
-	$(PY) -m ruff check executor sandbox policies sandloop tests bench scripts
+	$(PY) -m ruff check executor sandbox policies sandloop tests bench scripts examples
 	$(PY) -m mypy
 	.venv/bin/lint-imports
 	$(PY) -m pytest -q -rsx -p no:cacheprovider
@@ -25,7 +25,7 @@ demo: bootstrap
 	.venv/bin/sandloop run --demo --report
 
 lint: bootstrap
-	$(PY) -m ruff check executor sandbox policies sandloop tests bench scripts
+	$(PY) -m ruff check executor sandbox policies sandloop tests bench scripts examples
 	$(PY) -m mypy
 	.venv/bin/lint-imports
 

@@ -20,10 +20,8 @@ through both); ``make test-k8s`` runs the tests there, not this bench.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from executor import demo, k8s_cli, testing
+from executor import demo, env_cli, k8s_cli, testing
 from executor.loop import ExitCode
 from executor.report import cli as report_cli
 from executor.report import write_report
@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
         browser=args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
-        backend=args.backend)
+        backend=args.backend, image=args.image)
     return execute(opts, args, console)
 
 
@@ -163,6 +163,8 @@ def _add_run(sub: Any) -> None:
                    help="where Chromium runs (default: off; the demo picks container or local)")
     p.add_argument("--backend", choices=backends.names(), default=None,
                    help="what runs the session (default: the policy's [backend] type, else docker)")
+    p.add_argument("--image", help="the image to start from for this run, instead of the policy's "
+                   "[environment] image or dockerfile (its setup still applies)")
     p.add_argument("--max-turns", type=int, help="budget on turns (default: the policy's)")
     p.add_argument("--max-tokens", type=int, help="budget on total tokens (from usage)")
     p.add_argument("--max-wall", type=float, help="budget on wall time, seconds")
@@ -198,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="the request/response log (default: a new run folder, as for run)")
     p.set_defaults(func=cmd_replay)
     # The other parts' commands.
-    for module in (sandbox_cli, policies_cli, patch_cli, report_cli, k8s_cli):
+    for module in (sandbox_cli, policies_cli, patch_cli, report_cli, env_cli, k8s_cli):
         module.register(sub)
     return parser
 

@@ -14,7 +14,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from openai.types.responses import ResponseComputerToolCall
+from openai.types.responses.response_computer_tool_call import PendingSafetyCheck
+
 from executor.approvals import ApprovalKind, ApprovalRequest, Approvals, DenyAll
+from executor.safety import SafetyAnswer, SafetyCallback
 from sandloop.files import PatchKind
 from sandloop.verdict import Decision, Verdict
 
@@ -109,6 +113,23 @@ class PolicyGate:
             with contextlib.suppress(Exception):
                 self.on_event("decision", {"what": "egress", "subject": subject, "call_id": "",
                                            "decision": verdict, "rule_id": decision.rule})
+
+    def recorded(self, answer: SafetyCallback, mode: str) -> SafetyCallback:
+        """``answer`` (who answers a computer call's pending safety checks, per the policy's
+        ``browser.safety_checks`` = ``mode``), with every answer recorded in the audit log."""
+        where = self.engine.loaded.where(("browser", "safety_checks")) if hasattr(self.engine, "loaded") else None
+
+        async def recorded(check: PendingSafetyCheck, call: ResponseComputerToolCall, url: str) -> SafetyAnswer:
+            result = await answer(check, call, url)
+            if self.audit is not None:
+                self.audit.record(
+                    "decision", action="safety_check", subject=check.id, call_id=call.call_id,
+                    decision=result.decision.value, policy_decision="prompt" if mode == "ask" else mode,
+                    rule_id="browser.safety_checks", source=where, justification=check.message or "",
+                    approval=result.reason, code=check.code, url=url)
+            return result
+
+        return recorded
 
     def blocked(self, url: str, verdict: Verdict, *, what: str, call_id: str) -> None:
         """The browser acted on a refusal (a page replaced, a request aborted, a socket closed):

@@ -1,13 +1,16 @@
 """One agent run from a policy: start the back-ends it needs, drive the loop, close everything.
 
 :func:`open_toolbox` starts what a policy asks for — the policy gate with its approvals and
-hash-chained audit log, the Docker session, the browser — as an async context manager;
-:func:`run_task` runs one task through the loop with them. ``sandloop run``, ``sandloop replay``
-and the demo all go through here.
+hash-chained audit log, the Docker session, the browser — as an async context manager.
+:meth:`Run.open` plans the run's files (refused where the sandbox could write), opens the
+toolbox and the request log; :meth:`Run.task` drives the loop. This is the one set-up path:
+``sandloop run``, ``sandloop replay``, the demo (:func:`run_task`) and the public Python API
+(:mod:`executor.api`) all go through it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -23,23 +26,30 @@ from executor import safety
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
+from executor.dispatch import EventSink
+from executor.environment import environment_config
 from executor.handlers import computer
-from executor.loop import Budgets, Loop, LoopConfig, RunResult
+from executor.loop import Budgets, Client, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
-from executor.sandbox_config import docker_config, shell_limits
+from executor.sandbox_config import shell_limits
+from executor.session import Sandbox
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
-from policies.engine import load_policy
+from policies.engine import PolicyEngine, load_policy
 from policies.model import Policy
 from sandbox.backends import open_session
 from sandbox.browser import open_browser
+from sandloop.errors import ConfigError
 from sandloop.hostfiles import refuse_inside
 
-__all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "RunFiles", "RunOptions", "RunOutcome",
-           "Runtime", "budgets_from", "open_toolbox", "run_task"]
+__all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunFiles", "RunOptions",
+           "RunOutcome", "Runtime", "budgets_from", "open_toolbox", "run_task"]
+
+#: sees every request body and response of the loop (a cassette recorder)
+Observer = Callable[[dict[str, Any], Any], None]
 
 AUDIT_NAME = "audit.jsonl"
 
@@ -48,7 +58,6 @@ DEFAULT_INSTRUCTIONS = (
     "shell tool to inspect and test, apply_patch to edit files, and the browser tools when a "
     "web page is involved. Finish with a short answer that says what you changed and why."
 )
-
 
 
 @dataclass
@@ -63,15 +72,17 @@ class BudgetOverrides:
 
 @dataclass
 class RunOptions:
-    """What ``sandloop run`` needs, also used by the demo driver."""
+    """What one run needs: ``sandloop run``'s options, the demo's, the Python API's."""
 
-    task: str | list[dict[str, Any]]
     repo: Path
+    #: the task :meth:`Run.task` runs when it is given none
+    task: str | list[dict[str, Any]] = ""
     model: str = "gpt-5.4"
     base_url: str | None = None
     api_key: str | None = None
-    policy: str | None = None
-    browser: str = "off"
+    #: a policy file or a preset name; None: the default preset
+    policy: str | Path | None = None
+    browser: str = "off"  # "off", "container", "local" or "auto"
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
     stateless: bool = False
     #: the request log; its folder holds the run's other files (default: a new run folder
@@ -82,6 +93,10 @@ class RunOptions:
     approvals: Approvals | None = None
     #: the back-end that runs the session (None: the policy's ``[backend] type``)
     backend: str | None = None
+    #: the client the loop uses (default: one made from base_url / api_key / the environment)
+    client: Client | None = field(default=None, repr=False)
+    #: the image to start from for this run (``--image``), instead of the policy's [environment] one
+    image: str | None = None
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> SafetyCallback:
@@ -112,9 +127,13 @@ def budgets_from(policy: Policy, overrides: BudgetOverrides) -> Budgets:
 
 @dataclass
 class Runtime:
+    """What :func:`open_toolbox` started."""
+
     toolbox: Toolbox
     budgets: Budgets
     audit: AuditLog
+    engine: PolicyEngine
+    gate: PolicyGate
 
 
 @dataclass
@@ -157,7 +176,7 @@ class RunOutcome:
 
 
 @contextlib.asynccontextmanager
-async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]], None],
+async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
                        log_dir: Path) -> AsyncIterator[Runtime]:
     """Start the back-ends a run uses (policy gate, Docker session, browser) and close them."""
     engine = load_policy(opts.policy)
@@ -171,8 +190,9 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
         backend = opts.backend or policy.backend.type
-        toolbox.session = await open_session(backend, opts.repo.resolve(),
-                                             replace(docker_config(policy), on_egress=gate.egress),
+        config = await environment_config(engine.loaded, opts.repo.resolve(), backend=backend, image=opts.image,
+                                          log_dir=log_dir, on_event=on_event)
+        toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
@@ -181,49 +201,162 @@ async def open_toolbox(opts: RunOptions, on_event: Callable[[str, dict[str, Any]
             stack.push_async_callback(browser.close)
             await browser.start()
             toolbox.browser = browser
-            toolbox.computer_safety = _safety_callback(policy.browser.safety_checks, approvals)
+            mode = policy.browser.safety_checks
+            toolbox.computer_safety = gate.recorded(_safety_callback(mode, approvals), mode)
             if opts.model.startswith("computer-use-preview"):
                 toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
             toolbox.functions.extend(computer.navigation_tools(browser))
-        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit)
+        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
 
 
-def _client(opts: RunOptions) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=opts.api_key or os.environ.get("OPENAI_API_KEY"),
-                              base_url=opts.base_url or os.environ.get("OPENAI_BASE_URL"))
+class Run:
+    """One run opened from a policy: its back-ends, its files, and the loop to drive them.
+
+    Open it with :meth:`open` (the command line, the demo and :func:`executor.open_run` all do);
+    :meth:`task` runs one task through the loop (one at a time; a run may take several, its
+    request log and audit chain go on); :meth:`close` (or ``async with``) closes everything.
+    """
+
+    def __init__(self, opts: RunOptions, files: RunFiles, runtime: Runtime, log: RequestLog,
+                 stack: contextlib.AsyncExitStack, on_event: EventSink | None,
+                 observers: list[Observer]) -> None:
+        self.options = opts
+        self.files = files
+        self.runtime = runtime
+        self.log = log
+        self.on_event = on_event
+        self._stack = stack
+        self._observers = observers
+        self._client: openai.AsyncOpenAI | openai.OpenAI | None = None
+        self._busy = False
+        #: what a task had done when it was cancelled (Ctrl-C), if one was
+        self.interrupted: RunOutcome | None = None
+        session = runtime.toolbox.session
+        assert session is not None  # open_toolbox always starts one
+        self.sandbox = Sandbox(session, runtime.gate, limits=runtime.toolbox.limits,
+                               read_only_globs=runtime.toolbox.patch_read_only_globs)
+
+    @classmethod
+    async def open(cls, opts: RunOptions, on_event: EventSink | None = None) -> Run:
+        """Plan the run's files (refused inside the workspace), then start its back-ends."""
+        run_id = new_run_id()
+        files = RunFiles.plan(opts, run_id)
+        async with contextlib.AsyncExitStack() as stack:
+            observers: list[Observer] = []
+            if files.record is not None:
+                recorder = stack.enter_context(Cassette.recorder(files.record))
+                observers.append(lambda body, resp: recorder.record(
+                    body, resp.model_dump(mode="json", exclude_unset=True)))
+            runtime = await stack.enter_async_context(open_toolbox(opts, on_event, files.folder))
+            head = runtime.audit.head
+            log = RequestLog(files.log, run_id=run_id,
+                             summary_fields=lambda: {SUMMARY_KEY: head().to_json()})
+            run = cls(opts, files, runtime, log, stack.pop_all(), on_event, observers)
+        return run
+
+    @property
+    def toolbox(self) -> Toolbox:
+        return self.runtime.toolbox
+
+    @property
+    def gate(self) -> PolicyGate:
+        """The policy gate every action of this run asks (approvals and audit log included)."""
+        return self.runtime.gate
+
+    @property
+    def engine(self) -> PolicyEngine:
+        """The loaded policy (``engine.policy``), for questions that record nothing."""
+        return self.runtime.engine
+
+    @property
+    def folder(self) -> Path:
+        """The run's folder: requests.jsonl, audit.jsonl, screenshots/, summary.json."""
+        return self.files.folder
+
+    @property
+    def audit_head(self) -> str:
+        """The audit chain's head now, ``HASH:COUNT``: keep it somewhere the log is not."""
+        return str(self.runtime.audit.head())
+
+    def _client_for(self, client: Client | None) -> Client:
+        if client is not None:
+            return client
+        if self.options.client is not None:
+            return self.options.client
+        if self._client is None:
+            key = self.options.api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                raise ConfigError("no OpenAI client for the loop: pass client=openai.AsyncOpenAI(...) "
+                                  "or api_key=..., or set OPENAI_API_KEY")
+            self._client = openai.AsyncOpenAI(
+                api_key=key, base_url=self.options.base_url or os.environ.get("OPENAI_BASE_URL"))
+        return self._client
+
+    async def task(self, task: str | list[dict[str, Any]] | None = None, *,
+                   client: Client | None = None) -> RunOutcome:
+        """Drive the loop through one task (default: the options' task) until the model answers
+        or a budget, a refusal or an error stops it; the outcome says which (``exit_code``)."""
+        if self._busy:
+            raise RuntimeError("this run is already running a task: run its tasks one at a time")
+        opts = self.options
+        task = opts.task if task is None else task
+        if not task:
+            raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
+        config = LoopConfig(model=opts.model, instructions=opts.instructions,
+                            stateless=opts.stateless, budgets=self.runtime.budgets,
+                            # the preview computer tool requires it
+                            extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview")
+                            else {})
+        used = self._client_for(client)
+        loop = Loop(used, config, self.toolbox, on_event=self.on_event,
+                    observers=self._observers, log=self.log)
+        await self._log_start(task, used)
+        self._busy = True
+        try:
+            result = await loop.run(task)
+        finally:
+            self._busy = False
+            if loop.interrupted is not None:
+                self.interrupted = RunOutcome(loop.interrupted, self.folder, self.audit_head, self.log)
+        return RunOutcome(result, self.folder, self.audit_head, self.log)
+
+    async def _log_start(self, task: str | list[dict[str, Any]], client: Client) -> None:
+        """What the run is, for whoever reads its log later (the session report's header):
+        the task, the model and endpoint, the policy file and its hash, where things run."""
+        opts, session = self.options, self.toolbox.session
+        runtime = getattr(session, "runtime_in_force", None)
+        layers = self.engine.loaded.layers
+        self.log.event(
+            "start", 0, task=task if isinstance(task, str) else None, model=opts.model,
+            endpoint=str(getattr(client, "base_url", "") or ""),
+            policy={"path": layers[-1].name if layers else str(opts.policy or "default"),
+                    "sha256": self.engine.sha256},
+            placement=opts.browser, backend=type(session).__name__,
+            runtime=await asyncio.to_thread(runtime) if callable(runtime) else None)
+
+    async def close(self) -> None:
+        """Close the browser, the session and the run's files. Idempotent."""
+        try:
+            await self._stack.aclose()
+        finally:
+            if isinstance(self._client, openai.AsyncOpenAI):
+                await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> Run:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
 
 async def run_task(opts: RunOptions, console: Console, *,
                    interrupted: list[RunOutcome] | None = None) -> RunOutcome:
     """One run with live progress on ``console``. When Ctrl-C cancels it, what was done so far
     is appended to ``interrupted`` (the cancellation goes on)."""
-    run_id = new_run_id()
-    files = RunFiles.plan(opts, run_id)
-    progress = Progress(console)
-    observers = []
-    recorder = None
-    if files.record is not None:
-        recorder = Cassette.recorder(files.record)
-        observers.append(lambda body, resp: recorder.record(
-            body, resp.model_dump(mode="json", exclude_unset=True)))
-    config = LoopConfig(model=opts.model, instructions=opts.instructions,
-                        stateless=opts.stateless,
-                        # the preview computer tool requires it
-                        extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview") else {})
-    try:
-        async with open_toolbox(opts, progress, files.folder) as runtime:
-            head = runtime.audit.head
-            log = RequestLog(files.log, run_id=run_id,
-                             summary_fields=lambda: {SUMMARY_KEY: head().to_json()})
-            config.budgets = runtime.budgets
-            loop = Loop(_client(opts), config, runtime.toolbox, on_event=progress,
-                        observers=observers, log=log)
-            try:
-                result = await loop.run(opts.task)
-            finally:
-                if loop.interrupted is not None and interrupted is not None:
-                    interrupted.append(RunOutcome(loop.interrupted, files.folder, str(head()), log))
-            return RunOutcome(result, files.folder, str(head()), log)
-    finally:
-        if recorder is not None:
-            recorder.close()
+    async with await Run.open(opts, Progress(console)) as run:
+        try:
+            return await run.task()
+        finally:
+            if run.interrupted is not None and interrupted is not None:
+                interrupted.append(run.interrupted)

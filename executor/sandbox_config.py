@@ -7,13 +7,16 @@ timeouts; the session and the helper then enforce them whatever a call asks for.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
-from policies.model import Policy
+from policies.model import LoadedPolicy, Policy
 from sandbox.docker import DockerConfig
+from sandbox.environment.prepare import Prepared
+from sandbox.environment.spec import EnvironmentSpec
 from sandloop.limits import Limits
 from sandloop.matching import glob_base
 
-__all__ = ["GIT_HARDENING", "docker_config", "read_only_paths", "shell_limits"]
+__all__ = ["GIT_HARDENING", "docker_config", "environment_spec", "read_only_paths", "shell_limits"]
 
 #: What every sandboxed command's git reads, so git never runs a program named in a config file
 #: a command could write: no user or system config (HOME and /etc are the sandbox's), no
@@ -57,14 +60,22 @@ def read_only_paths(globs: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(base for base in bases if base is not None))
 
 
-def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None) -> DockerConfig:
+def _protected(policy: Policy) -> tuple[str, ...]:
+    # .git always: what the host's git runs is never the sandbox's to change, whatever a
+    # policy's patch rules say (lint flags a policy that leaves it writable).
+    return tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only))))
+
+
+def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None,
+                  prepared: Prepared | None = None) -> DockerConfig:
     """The container a policy asks for. A read-only workspace follows from a policy that lets no
-    patch write anywhere (``strict``), unless the caller says otherwise."""
+    patch write anywhere (``strict``), unless the caller says otherwise. ``prepared``: the
+    environment the session starts from (its image, its PATH, the host CA it trusts)."""
     shell = policy.shell
     base = base or DockerConfig()
     if read_only is None:
         read_only = not policy.files.writable
-    return replace(
+    config = replace(
         base,
         read_only_workspace=read_only,
         memory=shell.resources.memory,
@@ -72,10 +83,54 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         pids_limit=shell.resources.pids,
         runtime=shell.runtime,
         env={**GIT_HARDENING, **shell.env},
-        # .git always: what the host's git runs is never the sandbox's to change, whatever a
-        # policy's patch rules say (lint flags a policy that leaves it writable).
-        read_only_paths=tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only)))),
+        read_only_paths=_protected(policy),
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
         limits=shell_limits(policy),
+    )
+    if prepared is None:
+        return config
+    # The environment's PATH (its prefix first) unless the policy's [shell] env sets one.
+    return replace(config, image=prepared.image or config.image, ca_bundle=prepared.ca_bundle,
+                   env={**GIT_HARDENING, **prepared.env(), **shell.env})
+
+
+def _policy_relative(loaded: LoadedPolicy, key: str, value: str) -> Path:
+    """A path in the [environment] section, relative to the policy file that sets it."""
+    found = loaded.locate(("environment", key))
+    folder = found[0].path.parent if found is not None else Path.cwd()
+    return (folder / value).resolve()
+
+
+def environment_spec(loaded: LoadedPolicy, image: str | None = None) -> EnvironmentSpec:
+    """The policy's [environment] for the builder: paths resolved against the policy file that
+    sets them, the sandbox's own resources, runtime, read-only paths and variables (setup runs in
+    the same sandbox as the agent). ``image`` (``sandloop run --image``) replaces the section's
+    image or Dockerfile for one run."""
+    policy = loaded.policy
+    section = policy.environment
+    shell = policy.shell
+    dockerfile = context = None
+    if image is None and section.dockerfile is not None:
+        dockerfile = _policy_relative(loaded, "dockerfile", section.dockerfile)
+        if section.context is not None:
+            context = _policy_relative(loaded, "context", section.context)
+    return EnvironmentSpec(
+        image=image if image is not None else section.image,
+        dockerfile=dockerfile,
+        context=context,
+        packages=tuple(section.packages),
+        setup=tuple(section.setup),
+        setup_network=tuple(section.setup_network),
+        setup_registries=tuple(dict.fromkeys(section.setup_registries)),
+        cache_key=tuple(section.cache_key),
+        cache_paths=tuple(section.cache_paths),
+        trust_host_ca=section.trust_host_ca,
+        setup_timeout_s=float(section.setup_timeout_s),
+        memory=shell.resources.memory,
+        cpus=shell.resources.cpus,
+        pids_limit=shell.resources.pids,
+        runtime=shell.runtime,
+        read_only_paths=_protected(policy),
+        env={**GIT_HARDENING, **shell.env},
     )

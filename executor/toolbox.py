@@ -2,7 +2,9 @@
 
 A :class:`Toolbox` holds the policy gate, the sandbox session, the browser, the function tools,
 the tool-search catalog and the background tasks. Which tools the model is offered follows from
-what is there (each tool kind says what it adds: :mod:`executor.registry`).
+what is there (each tool kind says what it adds: :mod:`executor.registry`). What cannot run
+because a part is missing is said by :meth:`Toolbox.unavailable`, in one wording that names
+every missing part.
 """
 
 from __future__ import annotations
@@ -22,7 +24,18 @@ from sandbox.browser import Browser
 from sandbox.patch.paths import DEFAULT_READ_ONLY_GLOBS
 from sandloop.limits import Limits
 
-__all__ = ["Toolbox"]
+__all__ = ["Part", "Toolbox"]
+
+#: the parts of a toolbox a kind of call may need
+Part = Literal["session", "gate", "browser", "catalog"]
+
+_MISSING: dict[Part, str] = {
+    "session": "no sandbox session (Toolbox.session)",
+    "gate": "no policy gate (Toolbox.gate): commands and file changes run only when a policy "
+            "decides them",
+    "browser": "no browser (Toolbox.browser)",
+    "catalog": "no tool-search catalog (Toolbox.catalog)",
+}
 
 
 @dataclass
@@ -56,3 +69,11 @@ class Toolbox:
     #: which call holds each locked resource right now (the browser's requests are recorded
     #: against the call whose actions made them)
     holding: dict[ResourceKey, str] = field(default_factory=dict)
+
+    def unavailable(self, what: str, *needs: Part) -> str | None:
+        """Why ``what`` cannot run with this toolbox — every missing part of ``needs`` named —
+        or None when all of them are there."""
+        missing = [_MISSING[part] for part in needs if getattr(self, part) is None]
+        if not missing:
+            return None
+        return f"{what} is not enabled in this run: " + "; ".join(missing)

@@ -57,6 +57,7 @@ __all__ = [
     "BackendSection",
     "BrowserSection",
     "BudgetSection",
+    "EnvironmentSection",
     "FilesSection",
     "FunctionsSection",
     "Layer",
@@ -249,6 +250,94 @@ class BackendSection(_Section):
         return dict((self.__pydantic_extra__ or {}).get(name, {}))
 
 
+_PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9+._:=~-]*$"
+
+
+def _relative_path(value: str, what: str) -> str:
+    """A workspace-relative path or glob: no absolute paths, no ``..``."""
+    parts = value.replace("\\", "/").split("/")
+    if not value or value.startswith("/") or ".." in parts:
+        raise ValueError(f"{what} {value!r} must be relative to the workspace, without '..'")
+    return value
+
+
+class EnvironmentSection(_Section):
+    """What the sandbox is built from and set up with, before the agent starts.
+
+    Defined by the operator in the policy file (never read from the workspace). ``setup`` runs
+    once per cache key, in the same hardened sandbox as the agent, with the checkout mounted and
+    the network of ``setup_network`` / ``setup_registries`` only; the result is committed to a
+    cached image, which later sessions with the same key start from without running setup."""
+
+    image: str | None = Field(default=None, description="the image to start from (default: sandloop's shell image)")
+    dockerfile: str | None = Field(
+        default=None, description="a Dockerfile to build the image from, relative to this policy file "
+        "(RUN steps build without network: installs belong in setup)")
+    context: str | None = Field(default=None, description="the Dockerfile's build context, relative to this "
+                                "policy file (default: the Dockerfile's folder)")
+    packages: list[str] = Field(
+        default_factory=list, description="system packages installed first through the image's package "
+        "manager (apt, apk, dnf), as root with every capability dropped; the image's own package sources "
+        "are reachable for this step")
+    setup: list[str] = Field(
+        default_factory=list, description="commands run once per cache key, in order (bash -e -o pipefail), "
+        "as the workspace owner in /workspace; /opt/env is theirs to fill and comes first on PATH")
+    setup_network: list[str] = Field(
+        default_factory=list, description="hosts setup may reach through the egress proxy (host, *.suffix, "
+        "host:port); the agent phase keeps [shell] network")
+    setup_registries: list[Literal["pip", "npm", "apt", "apk", "dnf"]] = Field(
+        default_factory=list, description="also reach the registries these clients use: pip and npm as "
+        "configured on this host (their index URLs are passed to setup), apt/apk/dnf as the image's sources")
+    cache_key: list[str] = Field(
+        default_factory=list, description="workspace globs whose contents key the cached environment "
+        "(lockfiles, pyproject.toml, package.json …), with the image, packages, setup and network")
+    cache_paths: list[str] = Field(
+        default_factory=list, description="workspace paths setup creates (node_modules …): kept in the cached "
+        "environment and put back into a checkout that lacks them")
+    trust_host_ca: bool = Field(
+        default=False, description="mount this host's CA bundle read-only and point SSL_CERT_FILE, "
+        "REQUESTS_CA_BUNDLE, PIP_CERT, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS and "
+        "npm_config_cafile at it, in setup and in the agent phase (networks that intercept TLS)")
+    setup_timeout_s: Annotated[int, Field(gt=0, description="the whole setup's time limit")] = 1800
+
+    @field_validator("setup_network", mode="before")
+    @classmethod
+    def _check_network(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("setup_network must be a list of hosts")
+        return _domains(value)
+
+    @field_validator("packages")
+    @classmethod
+    def _check_packages(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(_PACKAGE, name):
+                raise ValueError(f"{name!r} is not a package name")
+        return value
+
+    @field_validator("setup")
+    @classmethod
+    def _check_setup(cls, value: list[str]) -> list[str]:
+        if any(not command.strip() for command in value):
+            raise ValueError("a setup command is empty")
+        return value
+
+    @field_validator("cache_key", "cache_paths")
+    @classmethod
+    def _check_relative(cls, value: list[str]) -> list[str]:
+        return [_relative_path(item, "path") for item in value]
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvironmentSection:
+        if self.image is not None and self.dockerfile is not None:
+            raise ValueError("give image or dockerfile, not both")
+        if self.context is not None and self.dockerfile is None:
+            raise ValueError("context is the dockerfile's build context: give dockerfile too")
+        if self.image is not None and not self.image.strip():
+            raise ValueError("image is empty")
+        return self
+
+
 class Policy(_Section):
     """A whole policy file (or the effective policy after layering)."""
 
@@ -263,6 +352,7 @@ class Policy(_Section):
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
     backend: BackendSection = Field(default_factory=BackendSection)
+    environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""What a JavaScript package manager's command word really runs: abbreviations, aliases, typos.
+"""What a package manager's command word really runs: abbreviations, aliases, typos, hidden installs.
 
 ``npm publ`` is ``npm publish`` (npm accepts any unambiguous prefix), ``npm isntall`` is
 ``npm install`` (npm forgives common typos), bare ``yarn`` is ``yarn install``. Policy rules name
 the real commands; :func:`spellings` gives every argv a spelling may stand for — each candidate
 command in place of the word — so the strictest rule among them decides. A prefix that several
 commands share yields all of them: the package manager would refuse it, the policy asks.
+``uv run --with X`` is also ``uv pip install X``.
 """
 
 from __future__ import annotations
@@ -93,10 +94,21 @@ def _command_positions(argv: tuple[Word, ...]) -> list[int]:
     return positions
 
 
+def _uv_installs(argv: tuple[Word, ...]) -> list[tuple[Word, ...]]:
+    """``uv run --with X …`` (and ``--with-requirements``, ``--with-editable``) installs X into
+    the run's environment: it is also an install, as ``uv pip install X`` spells it."""
+    if len(argv) < 2 or argv[1] != "run":
+        return []
+    wanted = [w for w in argv[2:] if isinstance(w, Dynamic) or w.startswith("--with")]
+    return [("uv", "pip", "install", *wanted)] if wanted else []
+
+
 def spellings(argv: tuple[Word, ...]) -> list[tuple[Word, ...]]:
     """Every argv ``argv`` may stand for: one per command its command word may mean (argv
     itself for programs this module does not know, and for words computed at run time)."""
     name = argv[0] if argv else None
+    if name == "uv":
+        return [argv, *_uv_installs(argv)]
     if not isinstance(name, str) or name not in _RESOLVERS:
         return [argv]
     resolve = _RESOLVERS[name]

@@ -250,7 +250,8 @@ class _Hazards:
     def _name_operand(self, node: Node, where: str) -> None:
         """A word used as a variable name: a subscript written in it is evaluated."""
         text = node_text(node).strip("'\"")
-        if node.type not in ("word", "raw_string", "string", "variable_name"):
+        computed = node.type == "string" and any(c.type != "string_content" for c in node.named_children)
+        if computed or node.type not in ("word", "raw_string", "string", "variable_name"):
             self.found.append(f"{where} takes a variable name computed at run time; a subscript in "
                               "it would be evaluated")
             return
@@ -327,6 +328,14 @@ class _Hazards:
             for arg in args:
                 if not node_text(arg).startswith("-"):
                     self._name_operand(arg, name)
+        elif name == "wait":
+            # ``wait -p NAME`` (also ``-np NAME``, ``-pNAME``) assigns the job's id to NAME
+            for index, text in enumerate(texts):
+                if text.startswith("-") and "p" in text[1:]:
+                    rest = text[text.index("p", 1) + 1:]
+                    target = args[index] if rest else (args[index + 1] if index + 1 < len(args) else None)
+                    if target is not None:
+                        self._name_operand(target, "wait -p")
 
 
 def hazards(root: Node, inherited: frozenset[str] = frozenset()) -> tuple[list[str], frozenset[str]]:

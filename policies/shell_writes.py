@@ -193,7 +193,60 @@ def _tar(argv: tuple[Word, ...]) -> list[Target]:
     return [(archive, "create_file", "tar archive")] if archive is not None else []
 
 
+_GIT_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path",
+                          "--config-env", "--super-prefix"}
+
+
+def _git(argv: tuple[Word, ...]) -> list[Target]:
+    """The work-tree files a git subcommand writes, where its words say: ``apply``/``am`` (paths
+    from the diff), ``mv``, ``rm``, and ``checkout``/``restore`` of named paths. (Subcommands that
+    rewrite the whole work tree also write ``.git``, which sandboxes mount read-only.)"""
+    i, directory = 1, ""
+    while i < len(argv) and isinstance(argv[i], str) and str(argv[i]).startswith("-"):
+        option = str(argv[i])
+        key = option.split("=", 1)[0]
+        if key in ("--work-tree", "--git-dir"):
+            return [(_UNKNOWN, "create_file", f"git {key} (a work tree chosen at run time)")]
+        if key in _GIT_GLOBAL_WITH_VALUE and "=" not in option:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+            if key == "-C":
+                if isinstance(value, Dynamic):
+                    return [(_UNKNOWN, "create_file", "git -C (a directory chosen at run time)")]
+                directory = posixpath.join(directory, value)
+            i += 2
+            continue
+        i += 1
+    if i >= len(argv) or isinstance(argv[i], Dynamic):
+        return [] if i >= len(argv) else [(_UNKNOWN, "create_file", "git (a subcommand chosen at run time)")]
+    command, rest = str(argv[i]), argv[i:]
+    words = {w for w in rest if isinstance(w, str)}
+    targets: list[Target]
+    if command in ("apply", "am"):
+        listing = {"--check", "--stat", "--numstat", "--summary"}
+        only_index = command == "apply" and "--cached" in words
+        writes = not (words & listing or only_index)
+        targets = [(_UNKNOWN, "create_file", f"git {command} (paths from the diff)")] if writes else []
+    elif command == "mv":
+        targets = _copy_like(("mv", *rest[1:]), moves=True, links=False)
+    elif command == "rm":
+        targets = [] if "--cached" in words else [(o, "delete_file", "git rm") for o in _operands(rest)[0]]
+    elif command in ("checkout", "restore"):
+        paths = list(rest[rest.index("--") + 1:]) if "--" in rest else (
+            _operands(rest, "s", frozenset({"source", "pathspec-from-file"}))[0] if command == "restore" else [])
+        if command == "restore" and "--staged" in words and "--worktree" not in words and "-W" not in words:
+            paths = []
+        targets = [(p, "update_file", f"git {command}") for p in paths]
+    else:
+        return []
+    if not directory:
+        return targets
+    return [(t if isinstance(t, Dynamic) else posixpath.join(directory, t), kind, how) for t, kind, how in targets]
+
+
 _PROGRAMS: dict[str, Callable[[tuple[Word, ...]], list[Target]]] = {
+    "git": _git,
+    "mkdir": _each("create_file", "m", frozenset({"mode", "context"})),
+    "rmdir": _each("delete_file"),
     "tee": _each("create_file", "", frozenset({"output-error"})),
     "dd": _dd,
     "cp": lambda argv: _copy_like(argv, moves=False, links=False),

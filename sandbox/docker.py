@@ -36,6 +36,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.models.containers import Container
 from docker.types import Mount
 
@@ -44,11 +45,12 @@ from sandloop.limits import Limits
 
 from . import egress, images, seccomp
 from .bundle import helper_programs
+from .environment.ca import ca_env, ca_mount
 from .helper.client import HelperClient, HelperSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
-__all__ = ["DockerConfig", "DockerSession", "container_user", "reap"]
+__all__ = ["DockerConfig", "DockerSession", "container_user", "hardened_host_config", "reap"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -106,6 +108,10 @@ class DockerConfig:
     #: told of every request the egress proxy allows or refuses (from a background thread);
     #: None: Python logging only
     on_egress: Callable[[egress.EgressDecision], None] | None = None
+    #: A host CA bundle to trust (an environment's ``trust_host_ca``): mounted read-only at
+    #: :data:`~sandbox.environment.ca.CA_PATH`, never over the image's own bundle, and named by
+    #: the variables each client reads (:data:`~sandbox.environment.ca.CA_VARIABLES`).
+    ca_bundle: str | None = None
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -169,6 +175,66 @@ def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
     if hooks is not None and hooks != workspace and hooks not in found:
         found.append(hooks)
     return found
+
+
+def engine_pids_limit(pids_limit: int, runtime: str | None) -> int:
+    """The cgroup pids limit to ask the engine for.
+
+    Under gVisor the cgroup also holds the sentry's own threads and (ptrace platform, the
+    one that works here) a host stub per sandboxed address space: measured, 8 parallel
+    commands against a limit of 256 made the sentry itself fail to start a thread and the
+    whole sandbox die. gVisor still isolates the processes; the host limit only has to stop
+    a runaway, so it gets head-room there.
+    """
+    if runtime == "runsc":
+        return max(pids_limit * 4, 2048)
+    return pids_limit
+
+
+def security_opt(runtime: str | None) -> list[str]:
+    # Every sandbox, whatever its uid: a setuid/setgid file left in the bind-mounted checkout
+    # is a program that runs as the checkout's owner for any local user who can reach it
+    # (seccomp.py refuses every way to set those bits, and what Docker's default profile
+    # refuses besides — ptrace among them, so commands cannot reach into each other).
+    return ["no-new-privileges", f"seccomp={seccomp.no_setid_profile(runtime)}"]
+
+
+def hardened_host_config(
+    api: Any,
+    *,
+    mounts: list[Mount],
+    network: str,
+    memory: str,
+    cpus: float,
+    pids_limit: int,
+    tmpfs_size: str,
+    runtime: str | None,
+    read_only: bool = True,
+    init: bool = False,
+    auto_remove: bool = True,
+) -> dict[str, Any]:
+    """The one set of hardening every sandbox container gets — the agent's session and an
+    environment's setup alike: every capability dropped, no-new-privileges and the no-setid
+    seccomp profile, pids / memory / CPU limits, no swap, a tmpfs /tmp.
+    Only a setup container has a writable root file system (``read_only=False``): what it
+    installs is committed to an image."""
+    return dict(api.create_host_config(
+        init=init,
+        read_only=read_only,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmpfs_size},mode=1777"},
+        mounts=mounts,
+        cap_drop=["ALL"],
+        security_opt=security_opt(runtime),
+        pids_limit=engine_pids_limit(pids_limit, runtime),
+        mem_limit=memory,
+        memswap_limit=memory,  # no swap: a memory bomb meets the limit, not the disk
+        nano_cpus=int(cpus * 1e9),
+        network_mode=network,
+        auto_remove=auto_remove,
+        runtime=runtime,
+        # On an internal network nothing outside resolves: fail lookups at once, not after 10 s.
+        dns_opt=None if network == "none" else ["timeout:1", "attempts:1"],
+    ))
 
 
 def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple[str, str]]:
@@ -236,7 +302,7 @@ class DockerSession(HelperSession):
     """A hardened container with the workspace bind-mounted at /workspace."""
 
     def __init__(self, client: docker.DockerClient, workspace: Path, config: DockerConfig) -> None:
-        super().__init__(config.limits, config.env)
+        super().__init__(config.limits, {**(ca_env() if config.ca_bundle else {}), **config.env})
         self.client = client
         self.host_workspace = workspace.resolve()
         self.config = config
@@ -255,8 +321,12 @@ class DockerSession(HelperSession):
         self._died: str | None = None  # why the last container died, until a new one answers
         self._starts = 0  # containers created so far: each gets a fresh name
         self._sock: socket.socket | None = None
+        # The engine's attach stream as docker-py hands it over (a SocketIO over _sock): it holds
+        # a reference to the descriptor, which closing _sock alone leaves open until collected.
+        self._stream: Any = None
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._owns_client = False
         self.egress: egress.EgressHandle | None = None
 
     @classmethod
@@ -271,6 +341,7 @@ class DockerSession(HelperSession):
         """Start a session (and, first, reap containers left behind by dead front-ends)."""
         if not workspace.is_dir():
             raise SandboxUnavailable(f"workspace {workspace} is not a directory")
+        owns_client = client is None  # ours to close with the session (its connection pool)
         with engine_errors("cannot reap stale sandboxes"):
             client = client or await asyncio.to_thread(docker.from_env)
             if reap_stale:
@@ -283,6 +354,7 @@ class DockerSession(HelperSession):
             raise ConfigError("a network allow-list cannot be combined with runtime runsc here: "
                               "gVisor runs with --network=none; use runc, or network = \"none\"")
         session = cls(client, workspace, config)
+        session._owns_client = owns_client
         try:
             if session.config.network_allow is not None:
                 await session._attach_egress(list(session.config.network_allow))
@@ -305,26 +377,6 @@ class DockerSession(HelperSession):
 
     # --- container life ------------------------------------------------------------------
 
-    def _engine_pids_limit(self) -> int:
-        """The cgroup pids limit to ask the engine for.
-
-        Under gVisor the cgroup also holds the sentry's own threads and (ptrace platform, the
-        one that works here) a host stub per sandboxed address space: measured, 8 parallel
-        commands against a limit of 256 made the sentry itself fail to start a thread and the
-        whole sandbox die. gVisor still isolates the processes; the host limit only has to stop
-        a runaway, so it gets head-room there.
-        """
-        if self.config.runtime == "runsc":
-            return max(self.config.pids_limit * 4, 2048)
-        return self.config.pids_limit
-
-    def _security_opt(self) -> list[str]:
-        # Every sandbox, whatever its uid: a setuid/setgid file left in the bind-mounted checkout
-        # is a program that runs as the checkout's owner for any local user who can reach it
-        # (seccomp.py refuses every way to set those bits, and what Docker's default profile
-        # refuses besides — ptrace among them, so commands cannot reach into each other).
-        return ["no-new-privileges", f"seccomp={seccomp.no_setid_profile(self.config.runtime)}"]
-
     def _mounts(self) -> list[Mount]:
         cfg = self.config
         mounts = [Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace)]
@@ -337,6 +389,8 @@ class DockerSession(HelperSession):
         mounts.append(Mount(HELPER_PATH, str(helper), type="bind", read_only=True))
         if subreaper is not None:
             mounts.append(Mount(SUBREAPER_PATH, str(subreaper), type="bind", read_only=True))
+        if cfg.ca_bundle:
+            mounts.append(ca_mount(cfg.ca_bundle))
         return mounts
 
     def _create_container(self) -> Container:
@@ -344,25 +398,11 @@ class DockerSession(HelperSession):
         cfg = self.config
         api = self.client.api
         mounts = self._mounts()
-        host_config = api.create_host_config(
-            # No init: the helper is PID 1 and reaps orphans itself. An init in front of it would
-            # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
-            init=False,
-            read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size},mode=1777"},
-            mounts=mounts,
-            cap_drop=["ALL"],
-            security_opt=self._security_opt(),
-            pids_limit=self._engine_pids_limit(),
-            mem_limit=cfg.memory,
-            memswap_limit=cfg.memory,  # no swap: a memory bomb meets the limit, not the disk
-            nano_cpus=int(cfg.cpus * 1e9),
-            network_mode=cfg.network,
-            auto_remove=True,
-            runtime=cfg.runtime,
-            # On an internal network nothing outside resolves: fail lookups at once, not after 10 s.
-            dns_opt=None if cfg.network == "none" else ["timeout:1", "attempts:1"],
-        )
+        # No init: the helper is PID 1 and reaps orphans itself. An init in front of it would
+        # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
+        host_config = hardened_host_config(
+            api, mounts=mounts, network=cfg.network, memory=cfg.memory, cpus=cfg.cpus,
+            pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime)
         # -I: nothing from the environment, the working directory or user site-packages.
         command = ["python3", "-I", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
                    "--contained"]
@@ -404,7 +444,7 @@ class DockerSession(HelperSession):
                 )
                 sock: socket.socket = getattr(raw, "_sock", raw)
                 sock.settimeout(None)
-                self._sock = sock
+                self._sock, self._stream = sock, raw
                 container.start()
         except SandboxUnavailable as exc:
             self._remove_container(container)
@@ -436,18 +476,34 @@ class DockerSession(HelperSession):
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
+            if "already in progress" in str(exc):
+                # auto_remove got there first (the helper exited when its stream closed): wait
+                # until it is done, so a closed session has no container left when close returns.
+                self._wait_removed(container)
+            else:
                 log.warning("could not remove %s: %s", container.name, exc)
         except (docker.errors.DockerException, OSError) as exc:
             log.warning("could not remove %s: the Docker engine does not answer (%s)", container.name,
                         _one_line(exc))
 
+    def _wait_removed(self, container: Container) -> None:
+        try:
+            self.client.api.wait(container.id, timeout=30, condition="removed")
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, OSError, requests.exceptions.RequestException) as exc:
+            log.warning("%s is still being removed: %s", container.name, _one_line(exc))
+
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
+        stream, self._stream = self._stream, None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+        if stream is not None and stream is not sock:
+            with contextlib.suppress(OSError):
+                stream.close()
 
     async def _client(self) -> HelperClient:
         if self._helper is not None and self._helper.alive:
@@ -516,6 +572,10 @@ class DockerSession(HelperSession):
             await asyncio.to_thread(self._teardown)
         if self.egress is not None:
             await self.egress.close()
+        if self._owns_client:
+            # Otherwise every session leaves its connection pool's sockets open until garbage
+            # collection: a harness that opens hundreds of sessions runs out of descriptors.
+            await asyncio.to_thread(self.client.close)
 
     # --- facts for doctor and tests --------------------------------------------------------
 

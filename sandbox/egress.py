@@ -52,6 +52,7 @@ PROXY_PORT = 3128
 PROXY_USER = "65534:65534"  # nobody: the proxy owns no files and needs no privilege
 ROLE_LABEL = "sandloop.role"
 READY_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 5.0
 NETWORK_OPTIONS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
 
 
@@ -233,7 +234,15 @@ class EgressProxy:
         """Remove the proxy and the network (anything still attached is disconnected first)."""
         sock, self._sock = self._sock, None
         if sock is not None:
-            _shutdown(sock)  # the proxy sees EOF; our reader sees the end of the stream
+            # Half-close first: the proxy sees EOF on its stdin and exits, and our reader reads
+            # every decision it wrote before that, then the end of the stream — none is lost to
+            # the close (a setup's failure names what the proxy refused). A proxy that does not
+            # go is cut off after DRAIN_TIMEOUT_S.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+            if self._reader is not None:
+                self._reader.join(timeout=DRAIN_TIMEOUT_S)
+            _shutdown(sock)
         api = self.client.api
         if self.container_id is not None:
             _remove_container(api, self.container_id)

@@ -262,8 +262,9 @@ class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
         return [{"type": "apply_patch"}] if tb.session is not None and tb.patch_tool == "native" else []
 
     def unavailable(self, call: ResponseApplyPatchToolCall) -> str | None:
-        if self.toolbox.session is None:
-            return "apply_patch is not enabled in this run (no sandbox session)"
+        missing = self.toolbox.unavailable("apply_patch", "session", "gate")
+        if missing is not None:
+            return missing
         if self.toolbox.patch_tool == "off":
             return "apply_patch is not enabled in this run (the patch tool is off)"
         return None

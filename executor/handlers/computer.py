@@ -140,8 +140,7 @@ class ComputerCallKind(ToolKind[ResponseComputerToolCall]):
         return [{"type": "computer"}]
 
     def unavailable(self, call: ResponseComputerToolCall) -> str | None:
-        return None if self.toolbox.browser is not None else \
-            "computer use is not enabled in this run (no browser)"
+        return self.toolbox.unavailable("computer use", "browser")
 
     def resources(self, call: ResponseComputerToolCall) -> Sequence[ResourceKey]:
         return [("browser",)]

@@ -65,8 +65,8 @@ class CustomToolCallKind(ToolKind[ResponseCustomToolCall]):
         return []
 
     def unavailable(self, call: ResponseCustomToolCall) -> str | None:
-        if self._is_patch(call.name) and self.toolbox.session is None:
-            return "the apply_patch custom tool is not enabled in this run (no sandbox session)"
+        if self._is_patch(call.name):
+            return self.toolbox.unavailable("the apply_patch custom tool", "session", "gate")
         return None
 
     def resources(self, call: ResponseCustomToolCall) -> Sequence[ResourceKey]:

@@ -255,8 +255,4 @@ class ShellCallKind(ToolKind[ResponseFunctionShellToolCall]):
 
 def session_unavailable(toolbox: Toolbox, what: str) -> str | None:
     """Why shell commands cannot run in this run: each missing part named."""
-    if toolbox.session is None:
-        return f"{what} is not enabled in this run (no sandbox session)"
-    if toolbox.gate is None:
-        return f"{what} is not enabled in this run (no policy gate: commands run only when a policy decides them)"
-    return None
+    return toolbox.unavailable(what, "session", "gate")

@@ -47,8 +47,7 @@ class ToolSearchCallKind(ToolKind[ResponseToolSearchCall]):
         return [catalog.tool_param()] if catalog is not None else []
 
     def unavailable(self, call: ResponseToolSearchCall) -> str | None:
-        return None if self.toolbox.catalog is not None else \
-            "client tool search is not enabled in this run (no catalog)"
+        return self.toolbox.unavailable("client tool search", "catalog")
 
     async def handle(self, call: ResponseToolSearchCall) -> Output:
         assert self.toolbox.catalog is not None  # unavailable() said so

@@ -25,9 +25,9 @@ SESSION = f"test-browser-{uuid.uuid4().hex[:8]}"
 def engine() -> Iterator[docker.DockerClient]:
     client = docker.from_env()
     yield client
-    leaked = client.containers.list(all=True, filters={"label": f"sandloop.session={SESSION}"})
-    for container in leaked:
-        container.remove(force=True)
+    leaked = client.api.containers(all=True, filters={"label": f"sandloop.session={SESSION}"})
+    for row in leaked:
+        client.api.remove_container(row["Id"], force=True)
     client.close()
     assert not leaked, "containers leaked"
 
@@ -40,7 +40,7 @@ async def browser(engine: docker.DockerClient) -> AsyncIterator[ContainerBrowser
     await b.start()
     yield b
     await b.close()
-    assert engine.containers.list(all=True, filters={"label": f"sandloop.session={SESSION}"}) == []
+    assert engine.api.containers(all=True, filters={"label": f"sandloop.session={SESSION}"}) == []
 
 
 def _in_container(engine: docker.DockerClient, container_id: str, *command: str) -> str:
@@ -173,6 +173,6 @@ async def test_killed_container_is_replaced(
     assert png_size(shot.png) == (1280, 800)
     assert any("restarted" in note for note in shot.notes)
     assert browser.container_id not in (None, first)
-    assert engine.containers.list(all=True, filters={"id": first}) == []  # the dead one is gone
+    assert engine.api.containers(all=True, filters={"id": first}) == []  # the dead one is gone
     await browser.navigate(site.url("/hello", host="allowed.test"))
     assert await browser.evaluate("document.title") == "hello"

@@ -57,7 +57,7 @@ async def browser(request: pytest.FixtureRequest) -> AsyncIterator[PlaywrightBro
     await b.close()
     if request.param == "container":
         client = request.getfixturevalue("docker_client")
-        assert client.containers.list(all=True, filters={"label": f"sandloop.session={SESSION}"}) == []
+        assert client.api.containers(all=True, filters={"label": f"sandloop.session={SESSION}"}) == []
 
 
 @dataclass

@@ -125,19 +125,17 @@ def test_no_color_means_no_escape_codes(user_workspace: Path, docker_client: obj
 @pytest.mark.docker
 def test_ctrl_c_prints_the_summary_cleans_up_and_exits_130(user_workspace: Path, tmp_path: Path,
                                                            docker_client: docker.DockerClient) -> None:
-    with FakeResponsesServer(ScriptedModel([[shell_call(["echo started; sleep 60"])], [message("never")]])) as server:
+    with FakeResponsesServer(ScriptedModel([[shell_call(["touch started; sleep 60"])], [message("never")]])) as server:
         env = {**os.environ, "OPENAI_API_KEY": "sk-test-cli-000000"}
         log = tmp_path / "requests.jsonl"
         proc = subprocess.Popen([*SANDLOOP, "run", "go", "--repo", str(user_workspace), "--base-url",
                                  server.base_url, "--policy", "default", "--log", str(log)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
-        # wait until the shell call is running in its container
-        while not any(f"owner_pid={proc.pid}" in str(c.labels) or (c.labels or {}).get("sandloop.owner_pid")
-                      == str(proc.pid) for c in docker_client.containers.list()):
+        # wait until the shell call is running in its container: its first command has run
+        while not (user_workspace / "started").exists():
             assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
-        time.sleep(1.0)  # the call is under way (a kill earlier also ends it; this is the usual case)
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

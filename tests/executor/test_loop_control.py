@@ -228,8 +228,8 @@ async def test_mcp_denied_by_default() -> None:
 
 
 async def test_mcp_approved_by_a_callback(tmp_path: Any) -> None:
-    engine_mod = pytest.importorskip("policies.engine")
     from executor.policy_gate import PolicyGate
+    from policies import engine as engine_mod
 
     policy = tmp_path / "p.toml"
     policy.write_text('version = 1\n[mcp]\ndefault = "prompt"\n')

@@ -142,3 +142,35 @@ def test_bad_backend_options_are_a_usage_error(tmp_path: Path, user_workspace: P
     assert code == 2
     err = capsys.readouterr().err
     assert "policy.toml:5: backend.kubernetes.namespace" in " ".join(err.split())
+
+
+def test_an_environment_this_host_must_prepare_is_refused_on_kubernetes(
+        tmp_path: Path, user_workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Setup, packages, a Dockerfile and the host's CA are this host's engine's work; a pod starts
+    # from a pushed image. Refused before any pod or model request, naming the line and the way.
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[backend]\ntype = "kubernetes"\n[environment]\nimage = "python:3.12"\n'
+                      'setup = ["pip install -e ."]\n')
+    code = main(["run", "t", "--repo", str(user_workspace), "--base-url", "http://127.0.0.1:9/v1", "--policy",
+                 str(policy), "--log", str(tmp_path / "r" / "requests.jsonl")])
+    assert code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "policy.toml:6: [environment] setup" in err
+    assert "sandloop env build" in err and "[backend.kubernetes] image" in err
+
+
+@pytest.mark.parametrize(("section", "flag", "image"), [
+    ('image = "python:3.12"', None, "python:3.12"),
+    ('image = "python:3.12"', "registry.test/env:1", "registry.test/env:1"),
+    ('dockerfile = "Dockerfile"', "registry.test/env:1", "registry.test/env:1"),  # --image replaces it
+])
+async def test_kubernetes_sessions_start_from_the_environment_image(tmp_path: Path, section: str, flag: str | None,
+                                                                    image: str) -> None:
+    from executor.environment import environment_config
+    from policies.engine import load_policy
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f"version = 1\n[environment]\n{section}\n")
+    config = await environment_config(load_policy(policy).loaded, tmp_path, backend="kubernetes", image=flag,
+                                      log_dir=None, on_event=None)
+    assert config.image == image

@@ -136,7 +136,7 @@ def test_option_errors_are_one_line_naming_the_file(tmp_path: Path, capsys: pyte
 def test_unknown_backend_type_is_named(tmp_path: Path) -> None:
     from sandbox.backends import get
 
-    with pytest.raises(ConfigError, match="no back-end 'podman' .known: docker, kubernetes"):
+    with pytest.raises(ConfigError, match=r"no back-end 'podman' .known: docker, kubernetes"):
         get("podman")
 
 

@@ -117,8 +117,8 @@ async def test_a_host_edit_refuses_the_whole_copy_back(user_workspace: Path, con
     async with await KubernetesSession.create(user_workspace, config, options) as session:
         await session.run("echo pod > a.txt; echo pod > b.txt")
         (user_workspace / "a.txt").write_text("host\n")
-        with pytest.raises(SandboxError, match="nothing written: changed on the host since the session started: "
-                                               "a.txt"):
+        with pytest.raises(SandboxError, match=r"nothing written: changed on the host since the session started: "
+                                               r"a.txt"):
             await session.copy_back()
         assert (user_workspace / "a.txt").read_text() == "host\n"
         assert not (user_workspace / "b.txt").exists()  # all or nothing
@@ -198,8 +198,8 @@ def _stale_pod(name: str) -> dict[str, Any]:
 @pytest.mark.fake_only
 def test_gc_reaps_by_labels(options: KubernetesOptions, fake: FakeKubernetes,
                             capsys: pytest.CaptureFixture[str]) -> None:
-    from sandbox.cli import register  # noqa: F401 - the command under test is sandloop gc
     from executor.cli import main
+    from sandbox.cli import register  # noqa: F401 - the command under test is sandloop gc
     from sandbox.kubernetes.cluster import Cluster
 
     cluster = Cluster(options)

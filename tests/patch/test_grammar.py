@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import lark
 import pytest
 
 from executor.handlers.apply_patch import APPLY_PATCH_GRAMMAR
 from sandbox.patch import envelope
 from sandloop.errors import PatchParseError
-
-lark = pytest.importorskip("lark", reason="lark is needed to check the custom tool grammar")
 
 SCENARIOS = Path(__file__).with_name("scenarios")
 

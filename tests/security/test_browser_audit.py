@@ -141,3 +141,29 @@ def test_a_prompted_host_is_asked_once_and_every_request_recorded(tmp_path: Path
     assert len(pixels) >= 2 and {r["decision"] for r in pixels} == {"allow"}
     assert {r["call_id"] for r in pixels} == {"nav1", "nav2"}
     assert all(r["rule_id"] == "browser.default" for r in pixels)
+
+
+@pytest.mark.parametrize(("mode", "answer"), [("acknowledge", "acknowledge"), ("refuse", "refuse")])
+def test_safety_check_answers_are_recorded(tmp_path: Path, user_workspace: Path, sites: tuple[_Site, _Site],
+                                           mode: str, answer: str) -> None:
+    home, other = sites
+    policy = _policy(tmp_path, home, other, other_decision="deny")
+    policy.write_text(policy.read_text().replace("[browser]\n", f'[browser]\nsafety_checks = "{mode}"\n'))
+    check = {"id": "sc_1", "code": "malicious_instructions", "message": "the page asks for a password"}
+    script = [[function_call("navigate", {"url": f"{home.origin}/index.html"}, call_id="nav1")],
+              [computer_call([{"type": "screenshot"}], pending_safety_checks=[check], call_id="shot1")],
+              [message("seen")]]
+    with FakeResponsesServer(ScriptedModel(script)) as server:
+        opts = RunOptions(task="look", repo=user_workspace, base_url=server.base_url, api_key="sk-test-0000",
+                          policy=str(policy), browser="local", log=tmp_path / "run" / "requests.jsonl")
+        import asyncio
+
+        outcome = asyncio.run(run_task(opts, Console(file=io.StringIO())))
+    records = [r for r in _records(outcome.folder) if r.get("action") == "safety_check"]
+    assert [(r["subject"], r["call_id"], r["decision"], r["rule_id"], r["code"]) for r in records] == [
+        ("sc_1", "shot1", answer, "browser.safety_checks", "malicious_instructions")]
+    assert records[0]["source"].endswith("policy.toml:5")  # the safety_checks line
+    start = [json.loads(line) for line in (outcome.folder / "requests.jsonl").read_text().splitlines()
+             if json.loads(line)["kind"] == "start"]
+    assert start and start[0]["task"] == "look" and start[0]["placement"] == "local"
+    assert len(start[0]["policy"]["sha256"]) == 64 and start[0]["runtime"] == "runc"

@@ -58,6 +58,8 @@ CASES = [
     Case("arith-subscript-length", "v='a[$(rm -f victim)]'; a=(1); echo ${#a[v]}"),
     Case("arith-subscript-in-arith", "v='a[$(rm -f victim)]'; a=(1); echo $(( a[v] ))"),
     Case("arith-subscript-assign", "v='a[$(rm -f victim)]'; a[v]=1"),
+    Case("wait-p-name", "v='a[$(rm -f victim)]'; sleep 0 & wait -n -p \"$v\""),
+    Case("wait-p-joined", "v='a[$(rm -f victim)]'; sleep 0 & wait -np \"$v\""),
     Case("arith-indirect", "r='a[$(rm -f victim)]'; echo ${!r}"),
     Case("arith-printf-v", "printf -v 'a[$(rm -f victim)]' %s x"),
     Case("arith-printf-v-var", "v='a[$(rm -f victim)]'; printf -v \"$v\" %s x"),

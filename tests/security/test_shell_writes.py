@@ -75,6 +75,16 @@ REFUSED_WRITES = [
     "cd src && bash -c 'echo x > ../setup.cfg'",
     "find . -name '*.py' -exec cp {} setup.cfg \\;",
     "xargs -I{} cp {} setup.cfg < list",
+    "mkdir .github/x",
+    "mkdir -p -m 755 .github/actions/x",
+    "git apply fix.diff",
+    "git am < fix.mbox",
+    "git checkout -- setup.cfg",
+    "git restore setup.cfg",
+    "git -C .github restore workflows/ci.yml",
+    "git mv src/a.py setup.cfg",
+    "git rm setup.cfg",
+    "git --work-tree=. checkout -- .",
 ]
 
 ALLOWED_WRITES = [
@@ -88,6 +98,11 @@ ALLOWED_WRITES = [
     "sed -n 1p setup.cfg",
     "echo x > out.txt",
     "tar -czf notes/a.tgz src",
+    "mkdir -p src/pkg",
+    "git apply --check fix.diff",
+    "git restore --staged setup.cfg",
+    "git rm --cached setup.cfg",
+    "git status",
 ]
 
 
@@ -131,6 +146,8 @@ def test_explain_names_the_files_rule(engine: PolicyEngine) -> None:
     ("uvx ruff", "launchers"), ("pip wheel .", "package-install"), ("pip download x", "package-install"),
     ("go mod download", "package-install-other"), ("npm explore lodash -- rm -rf /", "rm"),
     ("npm rebuild", "package-install"), ("npm x cowsay", "package-run-remote"),
+    ("uv run --with requests pytest", "package-install-other"),
+    ("uv run -q --with-requirements r.txt pytest", "package-install-other"),
 ])
 def test_package_manager_spellings_are_read_as_the_tool_reads_them(line: str, rule: str) -> None:
     for preset in ("default", "ci"):

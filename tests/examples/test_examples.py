@@ -1,0 +1,60 @@
+"""Every example in examples/ runs as a user would run it — a subprocess, ``--base-url`` at the
+strict fake server — and does what it says: the demo's failing test is fixed in a real sandbox."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from executor.demo import DEMO_DIR, FIX
+from executor.testing import FakeResponsesServer, ScriptedModel, apply_patch_call, message, shell_call, update_file
+from tests.api.scenario import exit_codes, outputs
+from tests.conftest import copy_tree
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+TEST = "python3 -m unittest -v"
+
+
+def _turns(example: str) -> list[Any]:
+    fix = [[shell_call([TEST])], [apply_patch_call(update_file("calc.py", FIX))], [shell_call([TEST])]]
+    if example == "agents_sdk.py":  # and a command the policy asks about: nobody is there to say yes
+        fix.append([shell_call(["rm -rf build"])])
+    return [*fix, [message("add() subtracted; it adds now.")]]
+
+
+@pytest.mark.parametrize("example", ["python_async.py", "python_sync.py", "agents_sdk.py"])
+def test_the_example_runs_against_a_responses_endpoint(example: str, docker_client: Any, tmp_path: Path) -> None:
+    repo = copy_tree(DEMO_DIR / "repo", tmp_path / "repo")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-examples-0000", "XDG_STATE_HOME": str(tmp_path / "state"),
+           "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    env.pop("OPENAI_BASE_URL", None)
+    with FakeResponsesServer(ScriptedModel(_turns(example))) as server:
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLES / example), "--base-url", server.base_url, "--model", "scripted",
+             "--repo", str(repo)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+            stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not server.rejections, server.rejections
+    assert "model: add() subtracted; it adds now." in proc.stdout
+    assert "return a + b" in (repo / "calc.py").read_text()
+    shells = outputs(server.requests, "shell_call_output")
+    assert [exit_codes(o) for o in shells[:2]] == [[1], [0]]
+    assert "audit head: " in proc.stdout and str(tmp_path / "state") in proc.stdout
+    if example == "python_async.py":
+        assert "tests now: pass" in proc.stdout and "refused: command 'git push origin main'" in proc.stdout
+        assert "(rule git-push)" in proc.stdout
+    if example == "python_sync.py":
+        assert "notes: Fix add() before the release." in proc.stdout and "tests before: fail" in proc.stdout
+        assert (repo / "NOTES.md").exists() and "tests now: pass" in proc.stdout
+    if example == "agents_sdk.py":
+        assert "needs approval, nobody to ask: rejected\n  shell: rm -rf build" in proc.stdout
+        (rejected,) = shells[2:]
+        assert "sandloop: denied by policy (rule rm)" in rejected["output"][0]["stderr"]
