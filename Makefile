@@ -40,3 +40,12 @@ bench-quick: bootstrap
 clean:
 	.venv/bin/sandloop gc || true
 	rm -rf .build reports
+
+# Opt-in: the Kubernetes back-end's tests against a REAL cluster instead of the fake API server.
+# SANDLOOP_K8S_CONTEXT names a kubeconfig context; SANDLOOP_K8S_IMAGE an image the cluster can pull
+# (the sandbox image, pushed: see docs/kubernetes.md); SANDLOOP_K8S_NAMESPACE (default sandloop-test)
+# must exist. Tests that reach behind the API server (fake_only) are skipped there.
+.PHONY: test-k8s
+test-k8s: bootstrap
+	@test -n "$$SANDLOOP_K8S_CONTEXT" || { echo "test-k8s: set SANDLOOP_K8S_CONTEXT to a kubeconfig context (docs/kubernetes.md)"; exit 2; }
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/k8s

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from executor import demo, env_cli, testing
+from executor import demo, env_cli, k8s_cli, testing
 from executor.loop import ExitCode
 from executor.report import cli as report_cli
 from executor.report import write_report
@@ -28,6 +28,7 @@ from executor.run import DEFAULT_INSTRUCTIONS, BudgetOverrides, RunOptions, RunO
 from executor.terminal import console as terminal_console
 from executor.terminal import shown, visible
 from policies import cli as policies_cli
+from sandbox import backends
 from sandbox import cli as sandbox_cli
 from sandbox.images import package_version
 from sandbox.patch import cli as patch_cli
@@ -99,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
         browser=args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
-        image=args.image)
+        backend=args.backend, image=args.image)
     return execute(opts, args, console)
 
 
@@ -160,6 +161,8 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
     p.add_argument("--browser", choices=("container", "local", "off"), default=None,
                    help="where Chromium runs (default: off; the demo picks container or local)")
+    p.add_argument("--backend", choices=backends.names(), default=None,
+                   help="what runs the session (default: the policy's [backend] type, else docker)")
     p.add_argument("--image", help="the image to start from for this run, instead of the policy's "
                    "[environment] image or dockerfile (its setup still applies)")
     p.add_argument("--max-turns", type=int, help="budget on turns (default: the policy's)")
@@ -197,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="the request/response log (default: a new run folder, as for run)")
     p.set_defaults(func=cmd_replay)
     # The other parts' commands.
-    for module in (sandbox_cli, policies_cli, patch_cli, report_cli, env_cli):
+    for module in (sandbox_cli, policies_cli, patch_cli, report_cli, env_cli, k8s_cli):
         module.register(sub)
     return parser
 

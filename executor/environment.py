@@ -11,6 +11,7 @@ each stage and every line a setup step prints go to the progress view (and to
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,13 @@ from executor.terminal import shown
 from policies.model import LoadedPolicy
 from sandbox.docker import DockerConfig
 from sandbox.environment.prepare import Prepared, prepare
+from sandloop.errors import ConfigError
 
-__all__ = ["environment_events", "prepare_environment"]
+__all__ = ["environment_config", "environment_events", "prepare_environment"]
+
+#: [environment] keys only the Docker engine on this host can prepare (building, installing,
+#: running setup, mounting a host file): a remote back-end starts from a pushed image instead.
+_PREPARED_LOCALLY = ("dockerfile", "packages", "setup", "trust_host_ca")
 
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -53,3 +59,23 @@ async def prepare_environment(loaded: LoadedPolicy, repo: Path, *, image: str | 
     prepared = await prepare(environment_spec(loaded, image), repo, on_event=environment_events(on_event),
                              log_dir=log_dir)
     return docker_config(loaded.policy, prepared=prepared), prepared
+
+
+async def environment_config(loaded: LoadedPolicy, repo: Path, *, backend: str, image: str | None,
+                             log_dir: Path | None, on_event: Event | None) -> DockerConfig:
+    """The session's configuration for ``backend``. Docker sessions start from the prepared
+    environment; another back-end runs its pods elsewhere, where this host's engine cannot put
+    an image, so it takes ``--image`` or the section's ``image`` as it is, and a section that
+    asks for more is a one-line error that says how to get there."""
+    if backend == "docker":
+        config, _ = await prepare_environment(loaded, repo, image=image, log_dir=log_dir, on_event=on_event)
+        return config
+    section = loaded.policy.environment
+    for key in _PREPARED_LOCALLY:
+        if getattr(section, key) and not (image is not None and key == "dockerfile"):
+            raise ConfigError(
+                f"{loaded.where(('environment', key))}: [environment] {key} is prepared by this host's Docker "
+                f"engine, which the {backend} back-end does not use: build it with `sandloop env build`, push "
+                f"the image to a registry the cluster pulls from, and name it in [backend.{backend}] image")
+    config = docker_config(loaded.policy)
+    return replace(config, image=image or section.image or config.image)

@@ -27,7 +27,7 @@ from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callba
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
 from executor.dispatch import EventSink
-from executor.environment import prepare_environment
+from executor.environment import environment_config
 from executor.handlers import computer
 from executor.loop import Budgets, Client, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
@@ -40,8 +40,8 @@ from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
 from policies.engine import PolicyEngine, load_policy
 from policies.model import Policy
+from sandbox.backends import open_session
 from sandbox.browser import open_browser
-from sandbox.docker import DockerSession
 from sandloop.errors import ConfigError
 from sandloop.hostfiles import refuse_inside
 
@@ -91,6 +91,8 @@ class RunOptions:
     record: Path | None = None
     instructions: str = DEFAULT_INSTRUCTIONS
     approvals: Approvals | None = None
+    #: the back-end that runs the session (None: the policy's ``[backend] type``)
+    backend: str | None = None
     #: the client the loop uses (default: one made from base_url / api_key / the environment)
     client: Client | None = field(default=None, repr=False)
     #: the image to start from for this run (``--image``), instead of the policy's [environment] one
@@ -187,9 +189,11 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
     toolbox.limits = shell_limits(policy)
     toolbox.memory = policy.shell.resources.memory
     async with contextlib.AsyncExitStack() as stack:
-        config, _ = await prepare_environment(engine.loaded, opts.repo.resolve(), image=opts.image,
-                                              log_dir=log_dir, on_event=on_event)
-        toolbox.session = await DockerSession.create(opts.repo.resolve(), replace(config, on_egress=gate.egress))
+        backend = opts.backend or policy.backend.type
+        config = await environment_config(engine.loaded, opts.repo.resolve(), backend=backend, image=opts.image,
+                                          log_dir=log_dir, on_event=on_event)
+        toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
+                                             policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
             browser = open_browser(BrowserGate(gate, toolbox).config(policy),

@@ -54,6 +54,7 @@ from sandloop.matching import host_entry
 from sandloop.verdict import Decision
 
 __all__ = [
+    "BackendSection",
     "BrowserSection",
     "BudgetSection",
     "EnvironmentSection",
@@ -229,6 +230,26 @@ class BudgetSection(_Section):
     max_tool_calls: Annotated[int, Field(gt=0)] | None = 500
 
 
+class BackendSection(_Section):
+    """``[backend]``: which back-end runs sessions, and each back-end's own options.
+
+    ``type`` names a back-end (``docker``, ``kubernetes``); a table named after a back-end
+    (``[backend.kubernetes]``) holds its options. This module does not know the back-ends: each
+    one validates its own table when a session starts (errors name this file and line), so a
+    policy can carry options for several and ``sandloop run --backend`` picks one.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", description="the back-end that runs "
+                               "sessions: docker or kubernetes")] = "docker"
+    __pydantic_extra__: dict[str, dict[str, Any]] = Field(init=False)  # [backend.NAME] tables
+
+    def options(self, name: str) -> dict[str, Any]:
+        """The options table of back-end ``name`` (empty when the policy has none)."""
+        return dict((self.__pydantic_extra__ or {}).get(name, {}))
+
+
 _PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9+._:=~-]*$"
 
 
@@ -330,6 +351,7 @@ class Policy(_Section):
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
+    backend: BackendSection = Field(default_factory=BackendSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
 
 

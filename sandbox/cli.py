@@ -16,10 +16,10 @@ from typing import Any
 import docker
 import docker.errors
 
-from sandloop.errors import ConfigError, SandboxUnavailable, SandloopError
+from sandloop.errors import ConfigError, SandloopError
 
-from . import images
-from .docker import DockerConfig, DockerSession, container_user, reap
+from . import backends, images
+from .docker import DockerConfig, DockerSession, container_user
 
 __all__ = ["doctor_report", "register"]
 
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     gc.add_argument("--all", action="store_true", help="remove every sandloop container, live owners too")
     gc.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    _backend_flags(gc)
     gc.set_defaults(func=_gc)
 
     doctor = subparsers.add_parser(
@@ -45,21 +46,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     doctor.add_argument("--repo", type=Path, default=Path.cwd(), help="workspace to check (default: .)")
     doctor.add_argument("--runtime", choices=["runc", "runsc"], default=None, help="runtime to insist on")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    _backend_flags(doctor)
     doctor.set_defaults(func=_doctor)
 
 
+def _backend_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=backends.names(), default="docker",
+                        help="the back-end to act on (default: docker)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a back-end option, as in the policy's [backend.NAME] table "
+                        "(e.g. --set namespace=agents --set context=kind-sandloop)")
+
+
+def _backend_options(args: argparse.Namespace) -> tuple[backends.Backend, Any]:
+    table: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE")
+        try:
+            table[key] = json.loads(value)  # numbers, booleans, lists as in TOML
+        except ValueError:
+            table[key] = value
+    backend = backends.get(args.backend)
+    return backend, backends.options_for(backend, table, lambda path: "--set")
+
+
 def _gc(args: argparse.Namespace) -> int:
-    try:
-        client = docker.from_env()
-        removed = reap(client, everything=args.all)
-    except docker.errors.DockerException as exc:
-        raise SandboxUnavailable(f"no Docker engine answers: {exc}") from None
+    backend, options = _backend_options(args)
+    removed = backend.reap(options, everything=args.all)
     if args.json:
         print(json.dumps([{"container": name, "reason": reason} for name, reason in removed]))
     else:
         for name, reason in removed:
             print(f"removed {name}: {reason}")
-        print(f"{len(removed)} container(s) removed")
+        print(f"{len(removed)} {'container(s)' if args.backend == 'docker' else 'object(s)'} removed")
     return 0
 
 
@@ -112,7 +133,11 @@ def doctor_report(repo: Path, runtime: str | None = None) -> dict[str, Any]:
 def _doctor(args: argparse.Namespace) -> int:
     if not args.repo.is_dir():
         raise ConfigError(f"--repo {args.repo} is not a directory")
-    report = doctor_report(args.repo, args.runtime)
+    if args.backend == "docker":
+        report = doctor_report(args.repo, args.runtime)
+    else:
+        backend, options = _backend_options(args)
+        report = backend.doctor(args.repo, options, DockerConfig(runtime=args.runtime))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if report["ok"] else 1

@@ -1,0 +1,128 @@
+"""The attach websocket as one byte stream for the helper's protocol.
+
+``kubernetes.stream`` opens the websocket (``v5.channel.k8s.io`` offered first, ``v4`` as the
+fallback an older API server or kubelet picks) with ``binary=True``, so bytes stay bytes. Each
+message is one channel byte and a payload: stdout (1) carries the helper's frames — re-assembled
+across messages, which the server cuts where it likes —, stderr (2) goes to the log (the
+loader's and the helper's last words), the error channel (3) carries the final Status. What we
+write goes out on stdin (0) in messages of at most :data:`MAX_MESSAGE` bytes (an API server
+refuses frames over 32 MiB). Under v5, :meth:`AttachStream.close_stdin` half-closes stdin (a
+``[255, 0]`` message); under v4 there is no such signal, and closing the websocket does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from typing import Any
+
+import websocket
+from kubernetes.stream import stream as _stream
+from kubernetes.stream.ws_client import (
+    ERROR_CHANNEL,
+    STDERR_CHANNEL,
+    STDOUT_CHANNEL,
+    V4_CHANNEL_PROTOCOL,
+    V5_CHANNEL_PROTOCOL,
+    WSClient,
+)
+
+from .cluster import Cluster, api_errors
+
+__all__ = ["MAX_MESSAGE", "PROTOCOLS", "AttachStream", "attach"]
+
+log = logging.getLogger("sandloop.kubernetes")
+
+MAX_MESSAGE = 1 << 20
+PROTOCOLS = (V5_CHANNEL_PROTOCOL, V4_CHANNEL_PROTOCOL)
+CONNECT_TIMEOUT_S = 30.0
+
+_connect_lock = threading.Lock()
+k8s_stream: Any = _stream
+
+
+class AttachStream:
+    """``recv(n)`` / ``send(data)`` over one attach websocket; one reader thread, any writers."""
+
+    def __init__(self, ws: WSClient, name: str) -> None:
+        self.ws: Any = ws  # the library's methods are untyped
+        self.name = name
+        self._buf = b""
+        self.stderr_tail: list[bytes] = []
+        #: the Status the server sent on the error channel when the attach ended, if any
+        self.status: dict[str, Any] | None = None
+        self._error = b""
+
+    @property
+    def protocol(self) -> str:
+        return str(self.ws.subprotocol or "")
+
+    def recv(self, n: int) -> bytes:
+        while not self._buf:
+            if not self.ws.is_open():
+                return b""
+            try:
+                self.ws.update(timeout=None)
+            except (websocket.WebSocketException, OSError, ValueError, TypeError, AttributeError):
+                return b""  # broken, or closed under us (the library then has no socket to poll)
+            self._collect()
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def _collect(self) -> None:
+        self._buf += self.ws.read_channel(STDOUT_CHANNEL)
+        err = self.ws.read_channel(STDERR_CHANNEL)
+        if err:
+            self.stderr_tail.append(err)
+            del self.stderr_tail[:-20]
+            log.debug("%s stderr: %s", self.name, err.decode(errors="replace").rstrip())
+        self._error += self.ws.read_channel(ERROR_CHANNEL)
+        if self._error:
+            with contextlib.suppress(ValueError):
+                status = json.loads(self._error)
+                self.status = status if isinstance(status, dict) else None
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            self.ws.write_stdin(bytes(view[:MAX_MESSAGE]))
+            view = view[MAX_MESSAGE:]
+
+    def close_stdin(self) -> None:
+        """The helper sees the end of its input (v5 only; v4 needs the websocket closed)."""
+        self.ws.close_channel(0)
+
+    def stderr_text(self) -> str:
+        return b"".join(self.stderr_tail).decode(errors="replace")[-800:].strip()
+
+    def close(self) -> None:
+        """Wake the reader (a blocked poll) and drop the connection."""
+        sock = getattr(self.ws.sock, "sock", None)
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self.ws.close()
+
+
+def attach(cluster: Cluster, pod: str, container: str, *, protocols: tuple[str, ...] = PROTOCOLS) -> AttachStream:
+    """Attach to ``container``'s stdin/stdout/stderr (blocking; call from a thread)."""
+    from .cluster import client
+
+    core = client.CoreV1Api(cluster.new_api())
+    with api_errors(f"cannot attach to pod {pod}"), _connect_lock:
+        # The library sets no timeout on the connection or the handshake: a default one for
+        # this connect only, then none for the session's long-lived stream.
+        previous = websocket.getdefaulttimeout()
+        websocket.setdefaulttimeout(CONNECT_TIMEOUT_S)
+        try:
+            ws: Any = k8s_stream(core.connect_get_namespaced_pod_attach, pod, cluster.namespace, container=container,
+                            stdin=True, stdout=True, stderr=True, tty=False, binary=True,
+                            _preload_content=False, _headers={"sec-websocket-protocol": ",".join(protocols)})
+        finally:
+            websocket.setdefaulttimeout(previous)
+    ws.sock.settimeout(None)
+    return AttachStream(ws, f"pod {pod}")

@@ -1,0 +1,554 @@
+"""A fake Kubernetes API server on 127.0.0.1, for tests and benches without a cluster.
+
+It speaks the REST paths the back-end uses — pods (create, get, list, watch, delete),
+NetworkPolicies, SelfSubjectAccessReviews, RuntimeClasses, ``/version`` and, when asked, the
+agent-sandbox CRDs (:mod:`.sandboxes`) — with the real shapes (``Status`` errors, chunked
+watch streams of JSON lines from a resourceVersion, 410 for one too old), and attach over a
+websocket with the real framing: ``v5.channel.k8s.io`` / ``v4.channel.k8s.io`` chosen in the
+client's order (403 when none fits), a channel byte on every binary message, the empty stdout
+message on connect, v5's ``[255, ch]`` half-close, the final Status on channel 3 and a close
+frame. Each pod is a real local Docker container (:mod:`.pods`), so the real ``kubernetes``
+client, the websocket, the helper, the workspace copy and the policy all run for real.
+
+Not a cluster: one node, no scheduler, no kubelet probes, no admission (PodSecurity), and
+NetworkPolicies are approximated with Docker networks (see :mod:`.pods`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime
+import json
+import secrets
+import socket
+import struct
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import docker
+from aiohttp import WSMsgType, web
+
+from .pods import DockerPods
+from .store import Event, Store, label_match, parse_selector
+
+__all__ = ["FakeKubernetes"]
+
+Obj = dict[str, Any]
+V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
+NP_GROUP = "networking.k8s.io"
+#: How the fake cuts the stream it forwards: arbitrarily, like io.Copy, so clients re-assemble.
+CHUNK = 16384
+
+
+def status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return web.json_response(body, status=code)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeKubernetes:
+    """The server, in a background thread. ``with FakeKubernetes(docker_client) as k8s:``
+
+    * ``kubeconfig(path)`` writes a kubeconfig naming it (context ``fake``, namespace ``sandloop``);
+    * ``protocols``: the channel protocols attach accepts, in the server's order (``(V4,)``
+      plays an old API server);
+    * ``denied``: ``(verb, resource, subresource)`` SelfSubjectAccessReviews answer "no" for;
+    * ``runtime_classes``: RuntimeClass name → Docker runtime;
+    * ``agent_sandbox``: serve the agent-sandbox CRDs and run their controller (may be switched);
+    * ``requests``: ``(method, path)`` of every request; ``attaches``: the protocol each attach chose.
+    """
+
+    def __init__(self, client: docker.DockerClient, *, namespace: str = "sandloop",
+                 protocols: tuple[str, ...] = (V5, V4), runtime_classes: dict[str, str] | None = None,
+                 agent_sandbox: bool = False, pids_limit: int = 1024) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.protocols = protocols
+        self.denied: set[tuple[str, str, str]] = set()
+        self.runtime_classes = dict(runtime_classes or {})
+        self.agent_sandbox = agent_sandbox
+        self.token = secrets.token_hex(16)
+        self.server_id = secrets.token_hex(4)
+        self.pods = DockerPods(client, self.server_id, self.runtime_classes, pids_limit)
+        self.store = Store()
+        self.requests: list[tuple[str, str]] = []
+        self.attaches: list[str] = []
+        self.port = 0
+        self._containers: dict[tuple[str, str], str] = {}  # (namespace, pod) -> container id
+        self._networks: dict[tuple[str, str], list[str]] = {}  # pod -> its policy networks
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._ready = threading.Event()
+        self._controller: Any = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="sandloop-fake-k8s-")
+
+    # --- life ----------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> FakeKubernetes:
+        self._thread = threading.Thread(target=self._serve, name="fake-k8s", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30) or not self.port:
+            raise RuntimeError("the fake Kubernetes API server did not start")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        loop = self._loop
+        if loop is not None and self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(60)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(30)
+        self.pods.remove_everything()
+        self._tmp.cleanup()
+
+    async def _shutdown(self) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:  # pods still followed: their containers go in remove_everything()
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        app = web.Application(middlewares=[self._middleware], client_max_size=64 << 20)
+        app.router.add_route("*", "/{tail:.*}", self._route)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else 0
+        from .sandboxes import Controller
+
+        self._controller = Controller(self)
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    def kubeconfig(self, path: Path | None = None) -> Path:
+        """A kubeconfig file for this server (token auth, plain HTTP on loopback)."""
+        path = path or Path(self._tmp.name) / "kubeconfig"
+        text = json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.base_url}}],
+            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",
+                                                       "namespace": self.namespace}}],
+        })
+        path.write_text(text)  # JSON is YAML
+        return path
+
+    def call(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        """Run a coroutine on the server's loop from another thread (tests)."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(fn(), self._loop).result(120)
+
+    # --- HTTP --------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        self.requests.append((request.method, request.path_qs))
+        auth = request.headers.get("authorization", "")
+        if auth.split(" ", 1)[-1] != self.token:
+            return status(401, "Unauthorized", "Unauthorized")
+        return await handler(request)
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        method = request.method
+        if parts == ["version"]:
+            return web.json_response({"major": "1", "minor": "35", "gitVersion": "v1.35.0-sandloop-fake"})
+        if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[2] == "namespaces" and parts[4] == "pods":
+            ns = parts[3]
+            if len(parts) == 5:
+                return await (self._create_pod(request, ns) if method == "POST" else self._list(request, "pods", ns))
+            name = parts[5]
+            if len(parts) == 7 and parts[6] == "attach" and method == "GET":
+                return await self._attach(request, ns, name)
+            if len(parts) == 6 and method == "GET":
+                return self._get("pods", ns, name)
+            if len(parts) == 6 and method == "DELETE":
+                return await self._delete_pod(ns, name)
+        if parts[:3] == ["apis", NP_GROUP, "v1"] and len(parts) >= 6 and parts[5] == "networkpolicies":
+            ns = parts[4]
+            if len(parts) == 6:
+                return await (self._create_policy(request, ns) if method == "POST"
+                              else self._list(request, "networkpolicies", ns))
+            if method == "DELETE":
+                return await self._delete_policy(ns, parts[6])
+            return self._get("networkpolicies", ns, parts[6])
+        if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] and method == "POST":
+            return await self._access_review(request)
+        if parts[:4] == ["apis", "node.k8s.io", "v1", "runtimeclasses"] and len(parts) == 5:
+            handler = self.runtime_classes.get(parts[4])
+            if handler is None:
+                return status(404, "NotFound", f'runtimeclasses.node.k8s.io "{parts[4]}" not found')
+            return web.json_response({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                      "metadata": {"name": parts[4]}, "handler": handler})
+        if self._controller is not None and self.agent_sandbox:
+            answer: web.StreamResponse | None = await self._controller.route(request, parts)
+            if answer is not None:
+                return answer
+        return status(404, "NotFound", f"the server could not find the requested resource ({method} {request.path})")
+
+    def _get(self, resource: str, ns: str, name: str) -> web.Response:
+        obj = self.store.get(resource, ns, name)
+        if obj is None:
+            return status(404, "NotFound", f'{resource} "{name}" not found')
+        return web.json_response(obj)
+
+    async def _list(self, request: web.Request, resource: str, ns: str | None,
+                    kind: str = "", api_version: str = "v1") -> web.StreamResponse:
+        selector = parse_selector(request.query.get("labelSelector"))
+        field = request.query.get("fieldSelector") or ""
+        name = field.split("=", 1)[1] if field.startswith("metadata.name=") else None
+        if request.query.get("watch") in ("true", "1"):
+            return await self._watch(request, resource, ns, selector, name)
+        items = self.store.list(resource, ns, selector, name)
+        kind = kind or {"pods": "PodList", "networkpolicies": "NetworkPolicyList"}.get(resource, "List")
+        return web.json_response({"apiVersion": api_version, "kind": kind,
+                                  "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
+
+    async def _watch(self, request: web.Request, resource: str, ns: str | None,
+                     selector: list[tuple[str, str | None]], name: str | None) -> web.StreamResponse:
+        rv_text = request.query.get("resourceVersion") or "0"
+        timeout = float(request.query.get("timeoutSeconds") or 1800)
+        since = int(rv_text) if rv_text.isdigit() else 0
+
+        def wanted(event: Event) -> bool:
+            meta = event.obj.get("metadata") or {}
+            return (event.resource == resource and (ns is None or event.namespace == ns)
+                    and (name is None or meta.get("name") == name)
+                    and label_match(meta.get("labels") or {}, selector))
+
+        queue = self.store.subscribe()  # before reading the history: nothing falls in between
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+
+        async def send(kind: str, obj: Obj) -> None:
+            await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+
+        try:
+            if since == 0:
+                for obj in self.store.list(resource, ns, selector, name):
+                    await send("ADDED", obj)
+                since = self.store.rv
+            elif self.store.history and since < self.store.history[0].rv - 1:
+                await send("ERROR", {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
+                                     "message": f"too old resource version: {since}", "code": 410})
+                return response
+            else:
+                for event in [e for e in self.store.history if e.rv > since]:
+                    if wanted(event):
+                        await send(event.type, event.obj)
+                since = self.store.rv
+            loop = asyncio.get_running_loop()
+            end = loop.time() + timeout
+            while (left := end - loop.time()) > 0:
+                try:
+                    event = await asyncio.wait_for(queue.get(), left)
+                except TimeoutError:
+                    break
+                if event.rv > since and wanted(event):
+                    await send(event.type, event.obj)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unsubscribe(queue)
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+    async def _access_review(self, request: web.Request) -> web.Response:
+        review = await request.json()
+        attrs = (review.get("spec") or {}).get("resourceAttributes") or {}
+        key = (attrs.get("verb", ""), attrs.get("resource", ""), attrs.get("subresource", ""))
+        allowed = key not in self.denied
+        review["status"] = {"allowed": allowed} if allowed else {"allowed": False, "reason": "denied by the fake"}
+        return web.json_response(review, status=201)
+
+    # --- network policies ---------------------------------------------------------------------
+
+    @staticmethod
+    def _network_name(ns: str, name: str) -> str:
+        return f"fake-k8s-{ns}-{name}"[:60]
+
+    @staticmethod
+    def _targets(policy: Obj) -> list[dict[str, str]]:
+        """The pod selectors a policy's egress rules let its pods reach."""
+        return [peer["podSelector"].get("matchLabels") or {}
+                for rule in (policy.get("spec") or {}).get("egress") or []
+                for peer in rule.get("to") or [] if "podSelector" in peer]
+
+    async def _create_policy(self, request: web.Request, ns: str) -> web.Response:
+        body = await request.json()
+        name = (body.get("metadata") or {}).get("name")
+        if not name:
+            return status(422, "Invalid", "NetworkPolicy.networking.k8s.io is invalid: metadata.name: Required value")
+        if self.store.get("networkpolicies", ns, name) is not None:
+            return status(409, "AlreadyExists", f'networkpolicies.networking.k8s.io "{name}" already exists')
+        if self._targets(body):
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            await asyncio.to_thread(self.pods.ensure_network, self._network_name(ns, name), labels)
+            for (pod_ns, pod), cid in list(self._containers.items()):  # pods that are already targets
+                obj = self.store.get("pods", pod_ns, pod)
+                if pod_ns == ns and obj and any(label_match(obj["metadata"].get("labels") or {}, list(t.items()))
+                                                for t in self._targets(body)):
+                    await asyncio.to_thread(self.pods.connect, cid, self._network_name(ns, name))
+        obj = self.store.add("networkpolicies", ns, body)
+        return web.json_response(obj, status=201)
+
+    async def _delete_policy(self, ns: str, name: str) -> web.Response:
+        obj = self.store.remove("networkpolicies", ns, name)
+        if obj is None:
+            return status(404, "NotFound", f'networkpolicies.networking.k8s.io "{name}" not found')
+        if self._targets(obj):
+            await asyncio.to_thread(self.pods.remove_network, self._network_name(ns, name))
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}})
+
+    def _placement(self, ns: str, labels: dict[str, str]) -> tuple[list[str], bool]:
+        """The Docker networks a pod with ``labels`` joins, and whether it may use the bridge."""
+        networks: list[str] = []
+        restricted = False
+        unrestricted_rule = False
+        for policy in self.store.list("networkpolicies", ns, []):
+            spec = policy.get("spec") or {}
+            name = policy["metadata"]["name"]
+            selector = (spec.get("podSelector") or {}).get("matchLabels") or {}
+            if label_match(labels, list(selector.items())) and "Egress" in (spec.get("policyTypes") or []):
+                restricted = True
+                for rule in spec.get("egress") or []:
+                    peers = rule.get("to") or []
+                    if not peers or any("ipBlock" in p for p in peers):
+                        unrestricted_rule = True
+                if self._targets(policy):
+                    networks.append(self._network_name(ns, name))
+            if any(label_match(labels, list(t.items())) for t in self._targets(policy)):
+                networks.append(self._network_name(ns, name))
+        return list(dict.fromkeys(networks)), not restricted or unrestricted_rule
+
+    # --- pods -----------------------------------------------------------------------------------
+
+    async def _create_pod(self, request: web.Request, ns: str) -> web.Response:
+        created = self.create_pod(ns, await request.json())
+        return created if isinstance(created, web.Response) else web.json_response(created, status=201)
+
+    def create_pod(self, ns: str, body: Obj) -> Obj | web.Response:
+        """Store a pod and start its container (on the loop); an error Status when it cannot be."""
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                return status(422, "Invalid", "Pod is invalid: metadata.name: Required value")
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)
+        name = meta["name"]
+        if self.store.get("pods", ns, name) is not None:
+            return status(409, "AlreadyExists", f'pods "{name}" already exists')
+        containers = (body.get("spec") or {}).get("containers") or []
+        if len(containers) != 1:
+            return status(422, "Invalid", "the fake runs pods of exactly one container")
+        body["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                          "containerStatuses": [{"name": containers[0]["name"], "ready": False, "restartCount": 0,
+                                                 "image": containers[0]["image"], "imageID": "", "started": False,
+                                                 "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        meta["namespace"] = ns
+        obj = self.store.add("pods", ns, body)
+        asyncio.get_running_loop().create_task(self._run_pod(ns, name, copy.deepcopy(body)))
+        return obj
+
+    async def relabel_pod(self, ns: str, name: str, labels: dict[str, str]) -> None:
+        """New labels on a running pod: it joins the networks its NetworkPolicies now give it."""
+        pod = self.store.update("pods", ns, name, lambda p: p["metadata"].setdefault("labels", {}).update(labels))
+        cid = self._containers.get((ns, name))
+        if pod is None or cid is None:
+            return
+        networks, _ = self._placement(ns, pod["metadata"]["labels"])
+        for network in networks:
+            if network not in self._networks.get((ns, name), []):
+                await asyncio.to_thread(self.pods.connect, cid, network)
+                self._networks.setdefault((ns, name), []).append(network)
+
+    def _set_state(self, ns: str, name: str, phase: str, state: Obj, *, reason: str | None = None,
+                   ip: str | None = None) -> None:
+        def change(pod: Obj) -> None:
+            st = pod["status"]
+            st["phase"] = phase
+            if reason:
+                st["reason"] = reason
+            if ip is not None:
+                st["podIP"] = ip
+                st["podIPs"] = [{"ip": ip}] if ip else []
+            for cs in st.get("containerStatuses") or []:
+                cs["state"] = state
+                cs["ready"] = cs["started"] = "running" in state
+
+        self.store.update("pods", ns, name, change)
+
+    async def _run_pod(self, ns: str, name: str, pod: Obj) -> None:
+        networks, bridge = self._placement(ns, pod["metadata"].get("labels") or {})
+        try:
+            cid = await asyncio.to_thread(self.pods.create, pod, networks, bridge)
+        except Exception as exc:  # the image, the runtime, a field the fake cannot do: as a kubelet says it
+            self._set_state(ns, name, "Pending", {"waiting": {"reason": "CreateContainerError", "message": str(exc)}})
+            return
+        if self.store.get("pods", ns, name) is None:  # deleted while being created
+            await asyncio.to_thread(self.pods.remove, cid)
+            return
+        self._containers[(ns, name)] = cid
+        self._networks[(ns, name)] = networks
+        try:
+            await asyncio.to_thread(self.pods.start, cid)
+        except Exception as exc:
+            self._set_state(ns, name, "Failed", {"terminated": {"exitCode": 128, "reason": "StartError",
+                                                                "message": str(exc)}})
+            return
+        ip = await asyncio.to_thread(self.pods.ip, cid, networks)
+        self._set_state(ns, name, "Running", {"running": {"startedAt": _now()}}, ip=ip)
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        waiter = asyncio.ensure_future(asyncio.to_thread(self.pods.wait, cid))
+        done, _ = await asyncio.wait({waiter}, timeout=float(deadline) if deadline else None)
+        if not done:
+            await asyncio.to_thread(self.pods.kill, cid)
+            await waiter
+            self._set_state(ns, name, "Failed", {"terminated": {"exitCode": 137, "reason": "Error"}},
+                            reason="DeadlineExceeded")
+            return
+        code, oom = waiter.result()
+        self._set_state(ns, name, "Succeeded" if code == 0 else "Failed",
+                        {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
+                                        "Completed" if code == 0 else "Error", "finishedAt": _now()}})
+
+    async def delete_pod(self, ns: str, name: str) -> None:
+        await self._delete_pod(ns, name)
+
+    async def _delete_pod(self, ns: str, name: str) -> web.Response:
+        obj = self.store.get("pods", ns, name)
+        if obj is None:
+            return status(404, "NotFound", f'pods "{name}" not found')
+        cid = self._containers.pop((ns, name), None)
+        self._networks.pop((ns, name), None)
+        if cid is not None:
+            await asyncio.to_thread(self.pods.remove, cid)
+        obj = self.store.remove("pods", ns, name) or obj
+        return web.json_response(obj)
+
+    def container(self, name: str, ns: str | None = None) -> str | None:
+        """The Docker container behind a pod (tests reach behind the API with it)."""
+        return self._containers.get((ns or self.namespace, name))
+
+    def kill_pod(self, name: str, ns: str | None = None) -> None:
+        """What the OOM killer or a node failure does: the container dies (the pod stays)."""
+        cid = self._containers.get((ns or self.namespace, name))
+        if cid is not None:
+            self.pods.kill(cid)
+
+    # --- attach ---------------------------------------------------------------------------------
+
+    async def _attach(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+        pod = self.store.get("pods", ns, name)
+        if pod is None:
+            return status(404, "NotFound", f'pods "{name}" not found')
+        container = request.query.get("container") or pod["spec"]["containers"][0]["name"]
+        if container != pod["spec"]["containers"][0]["name"]:
+            return status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        phase = pod["status"].get("phase")
+        cid = self._containers.get((ns, name))
+        if phase in ("Succeeded", "Failed"):
+            return status(400, "BadRequest", f"cannot attach to a container in a completed pod; current phase is "
+                                             f"{phase}")
+        if phase != "Running" or cid is None:
+            return status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: '
+                                             "ContainerCreating")
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return status(400, "BadRequest", "attach needs a websocket (or SPDY, which the fake does not speak)")
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        chosen = next((p for p in offered if p in self.protocols), None)
+        if chosen is None:
+            return web.Response(status=403)  # what golang.org/x/net/websocket answers
+        self.attaches.append(chosen)
+        ws = web.WebSocketResponse(protocols=(chosen,), compress=False, max_msg_size=32 << 20, autoping=True)
+        await ws.prepare(request)
+        sock = await asyncio.to_thread(self.pods.attach_socket, cid)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await ws.send_bytes(b"\x01")  # the empty message on the lowest requested output channel
+
+        async def out() -> None:
+            """Docker's multiplexed stream → channel messages, cut at CHUNK bytes."""
+            buf = b""
+            while True:
+                data = await loop.sock_recv(sock, 65536)
+                if not data:
+                    return
+                buf += data
+                while len(buf) >= 8:
+                    stream_id, size = buf[0], struct.unpack(">I", buf[4:8])[0]
+                    if len(buf) < 8 + size:
+                        break
+                    payload, buf = buf[8:8 + size], buf[8 + size:]
+                    channel = 2 if stream_id == 2 else 1
+                    for start in range(0, len(payload), CHUNK):
+                        await ws.send_bytes(bytes([channel]) + payload[start:start + CHUNK])
+
+        async def into() -> None:
+            async for msg in ws:
+                if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
+                    continue
+                data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
+                if not data:
+                    continue
+                if data[0] == 255 and chosen == V5:
+                    if len(data) == 2 and data[1] == 0:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_WR)  # stdin ends; stdout keeps flowing
+                        continue
+                    return  # a malformed CLOSE ends the session, as the real server does
+                if data[0] == 0:
+                    await loop.sock_sendall(sock, data[1:])
+
+        reader = asyncio.ensure_future(out())
+        writer = asyncio.ensure_future(into())
+        try:
+            done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+            if reader in done and not ws.closed:  # the container's streams ended
+                success = {"metadata": {}, "status": "Success"}
+                with contextlib.suppress(ConnectionResetError):
+                    await ws.send_bytes(b"\x03" + json.dumps(success).encode())
+                    await ws.close(code=1000)
+        except (ConnectionResetError, OSError):
+            pass
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+            if not ws.closed:
+                with contextlib.suppress(ConnectionResetError):
+                    await ws.close()
+        return ws

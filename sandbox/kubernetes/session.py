@@ -1,0 +1,251 @@
+"""KubernetesSession: one pod per session, the helper over one attach websocket.
+
+Start-up: the session's NetworkPolicies first (so no pod of it ever runs unconfined), then —
+with a network allow-list — its egress proxy pod; then the session pod (or one claimed from an
+agent-sandbox warm pool), watched until its container runs; one attach websocket; the helper's
+code as the stream's first bytes (:mod:`.loader`); ``hello``; the host checkout copied in
+(:mod:`.sync`). Every operation then goes to the helper exactly as on Docker.
+
+A broken stream is a dead container: the call that was running is answered with the error, the
+next call deletes the pod and starts a fresh one, copying the host checkout in again — changes
+made in the dead pod since the last copy-back are lost with it (``notes`` says so). At close the
+sandbox's changes are copied back (all or nothing), then everything the session created is
+deleted; the stream's end alone makes the helper exit and the pod complete, so a front-end that
+dies (even SIGKILLed) leaves only completed pods, which ``sandloop gc --backend kubernetes`` and
+the next session's start remove by their labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from pathlib import Path
+
+from sandloop.errors import SandboxError, SandboxUnavailable
+
+from .. import images
+from ..docker import DockerConfig, protected_paths
+from ..helper.client import HelperClient, HelperSession
+from ..helper.wire import HelloResult
+from ..lifecycle import owner_labels
+from . import egress, loader, sync
+from .channels import AttachStream, attach
+from .cluster import Cluster, Obj, one_line, pod_running, pod_state
+from .manifest import HELPER_CONTAINER, WORKSPACE, Plan, plan
+from .options import KubernetesOptions
+from .reaper import reap
+from .warmpool import Claim, claim_pod
+
+__all__ = ["KubernetesSession"]
+
+log = logging.getLogger("sandloop.kubernetes")
+
+class KubernetesSession(HelperSession):
+    """The workspace is a copy in the pod; :meth:`copy_back` (and :meth:`close`) bring changes home."""
+
+    def __init__(self, cluster: Cluster, workspace: Path, config: DockerConfig, options: KubernetesOptions) -> None:
+        super().__init__(config.limits, config.env)
+        self.cluster = cluster
+        self.host_workspace = workspace.resolve()
+        self.config = config
+        self.options = options
+        self.workspace = WORKSPACE
+        self.session_id = secrets.token_hex(6)
+        self.image = options.image or config.image or images.image_name("shell")
+        self.plan: Plan = plan(config, options, session_id=self.session_id,
+                               labels=owner_labels(self.session_id, config.max_lifetime_s, config.idle_expiry_s),
+                               namespace=cluster.namespace, image=self.image)
+        rel = [p.relative_to(self.host_workspace).as_posix()
+               for p in protected_paths(self.host_workspace, config.read_only_paths)]
+        #: never copied back: .git and the other read-only paths, as on Docker
+        self.protected = tuple(dict.fromkeys([*config.read_only_paths, *rel]))
+        self.pod: str | None = None
+        self.hello: HelloResult | None = None
+        self.restarts = 0
+        self.notes: list[str] = []
+        self.snapshot: sync.Snapshot | None = None
+        self.last_sync: sync.SyncResult | None = None
+        #: seconds the last start spent copying the checkout in (snapshot, commit, unpack)
+        self.copy_in_s = 0.0
+        self.egress: egress.EgressPod | None = None
+        self._claim: Claim | None = None
+        self._stream: AttachStream | None = None
+        self._helper: HelperClient | None = None
+        self._starts = 0
+        self._died: str | None = None
+        self._start_lock = asyncio.Lock()
+        self._sync_lock = asyncio.Lock()
+        self._policies: list[str] = []
+        self._closed = False
+
+    @classmethod
+    async def create(cls, workspace: Path, config: DockerConfig | None = None,
+                     options: KubernetesOptions | None = None, *, cluster: Cluster | None = None,
+                     reap_stale: bool = True) -> KubernetesSession:
+        """Start a session (and, first, remove what dead front-ends left in the namespace)."""
+        if not workspace.is_dir():
+            raise SandboxUnavailable(f"workspace {workspace} is not a directory")
+        options = options or KubernetesOptions()
+        if cluster is None:
+            cluster = await asyncio.to_thread(Cluster, options)
+        if reap_stale:
+            for name, reason in await asyncio.to_thread(reap, cluster):
+                log.info("reaped %s (%s)", name, reason)
+        session = cls(cluster, workspace, config or DockerConfig(), options)
+        try:
+            await asyncio.to_thread(session._create_policies)
+            if session.config.network_allow is not None:
+                session.egress = await egress.start(session.cluster, session.plan, session.config.on_egress)
+                session.base_env = {**session.base_env, **session.egress.env}
+            await session._client()
+        except BaseException:
+            await session.close(copy_back=False)
+            raise
+        return session
+
+    def _create_policies(self) -> None:
+        for body in self.plan.network_policies():
+            self.cluster.create_network_policy(body)
+            self._policies.append(body["metadata"]["name"])
+
+    # --- the pod ---------------------------------------------------------------------------
+
+    def _start_pod(self) -> AttachStream:
+        """A running pod of this session, attached (blocking)."""
+        self._starts += 1
+        if self.options.warm_pool:
+            self._claim = claim_pod(self.cluster, self.plan, self.options.warm_pool,
+                                    timeout_s=self.options.start_timeout_s)
+        if self._claim is not None:
+            self.pod = self._claim.pod
+        else:
+            body = self.plan.pod(self._starts)
+            self.pod = body["metadata"]["name"]
+            self.cluster.create_pod(body)
+        self.cluster.wait_pod(self.pod, pod_running(HELPER_CONTAINER), self.options.start_timeout_s)
+        stream = attach(self.cluster, self.pod, HELPER_CONTAINER)
+        self._stream = stream
+        stream.send(loader.frame(self.plan.helper))
+        return stream
+
+    async def _client(self) -> HelperClient:
+        if self._helper is not None and self._helper.alive:
+            return self._helper
+        async with self._start_lock:
+            if self._helper is not None and self._helper.alive:
+                return self._helper
+            if self._closed:
+                raise SandboxUnavailable("the session is closed")
+            if self._helper is not None:
+                self._died = await asyncio.to_thread(self.dead_reason)
+                self._helper = None
+                await asyncio.to_thread(self._teardown)
+            stream = await asyncio.to_thread(self._start_pod)
+            helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
+            try:
+                hello = await asyncio.wait_for(helper.hello(), 60)
+                started = time.perf_counter()
+                self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
+                await sync.copy_in(helper, tar)
+                self.copy_in_s = time.perf_counter() - started
+            except (SandboxError, TimeoutError) as exc:
+                where, tail = self.pod, stream.stderr_text()
+                await asyncio.to_thread(self._teardown)
+                raise SandboxUnavailable(f"the sandbox helper did not start in pod {where}: {exc} {tail}".strip()) \
+                    from exc
+            self.hello = hello
+            if self._died is not None:
+                self.restarts += 1
+                note = (f"sandbox pod died ({self._died}); started a new one from the host checkout "
+                        "(changes since the last copy-back are lost)")
+                self.notes.append(note)
+                log.warning(note)
+                self._died = None
+            self._helper = helper
+            return helper
+
+    def dead_reason(self) -> str:
+        if self.pod is None:
+            return "never started"
+        try:
+            pod = self.cluster.get_pod(self.pod)
+        except SandboxUnavailable as exc:
+            return str(exc)
+        if pod is None:
+            return "pod gone"
+        return pod_state(pod)
+
+    def _teardown(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+        if self._helper is not None:
+            self._helper.mark_dead("session closed")
+        claim, self._claim = self._claim, None
+        pod, self.pod = self.pod, None
+        try:
+            if claim is not None:
+                claim.release()
+            elif pod is not None:
+                self.cluster.delete_pod(pod)
+        except SandboxUnavailable as exc:
+            log.warning("could not delete pod %s: %s", pod, exc)
+
+    # --- the workspace ----------------------------------------------------------------------
+
+    @property
+    def writes_back(self) -> bool:
+        return not self.config.read_only_workspace
+
+    async def copy_back(self) -> sync.SyncResult:
+        """Bring the sandbox's changes to the host checkout now (all or nothing)."""
+        if not self.writes_back:
+            return sync.SyncResult()
+        async with self._sync_lock:
+            helper = await self._client()
+            assert self.snapshot is not None
+            result = await sync.copy_back(helper, self.snapshot)
+            self.last_sync = result
+            for skipped in result.skipped:
+                log.info("not copied back: %s", skipped)
+            return result
+
+    async def close(self, *, copy_back: bool = True) -> None:
+        """Copy the changes back (unless told not to), then delete everything the session made."""
+        if self._closed:
+            return
+        if copy_back and self._helper is not None and self._helper.alive:
+            try:
+                await self.copy_back()
+            except SandboxError as exc:
+                note = f"the sandbox's changes were NOT copied back: {one_line(exc)}"
+                self.notes.append(note)
+                log.error(note)
+        self._closed = True
+        async with self._start_lock:
+            await asyncio.to_thread(self._teardown)
+        if self.egress is not None:
+            await self.egress.close()
+        await asyncio.to_thread(self._delete_policies)
+        self.cluster.close()
+
+    def _delete_policies(self) -> None:
+        for name in self._policies:
+            with contextlib.suppress(SandboxUnavailable):
+                self.cluster.delete_network_policy(name)
+        self._policies.clear()
+
+    # --- facts for doctor and tests --------------------------------------------------------
+
+    def inspect(self) -> Obj:
+        if self.pod is None:
+            return {}
+        return self.cluster.get_pod(self.pod) or {}
+
+    @property
+    def protocol(self) -> str:
+        """The channel protocol the API server chose (v5.channel.k8s.io or v4.channel.k8s.io)."""
+        return self._stream.protocol if self._stream is not None else ""

@@ -1,0 +1,326 @@
+"""The workspace of a pod: the host checkout copied in at start, the sandbox's changes copied
+back at close (and on demand), through the helper's ordinary operations.
+
+A pod cannot mount the host's checkout, so the host sends it:
+
+* **in** — a tar of the checkout (regular files, directories and symlinks as they are; nothing
+  outside it is followed) is committed into the empty workspace in parts through the helper's
+  ``commit`` (all or nothing, ``O_NOFOLLOW``), then unpacked there by ``python3`` (``tarfile``),
+  which every sandbox image has. The host keeps a snapshot: each file's mode and sha256.
+* **back** — the pod lists its workspace (path, kind, mode, sha256; symlinks not followed); the
+  host compares that with its snapshot, reads each changed file through the helper's ``read``
+  (which refuses symlinks and paths leaving the workspace), and applies all changes to the host
+  checkout at once with the helper's own all-or-nothing commit (:mod:`sandbox.helper.files`,
+  run on the host): the validation patches get. The pod's answers are never trusted for more
+  than a hint: what is written is what ``read`` returned.
+
+Never copied back: anything under a read-only path (``.git`` and the policy's whole-path
+``[files] read_only`` globs, the hooks directory ``core.hooksPath`` names) — in the pod those are
+writable, since nothing can be mounted read-only over part of an emptyDir without privilege, but
+what a command writes there never reaches the host, which is what the read-only mount protects on
+Docker —, new symlinks (the host would follow them), and anything whose host copy changed since
+the snapshot (a conflict: the whole copy-back is refused, nothing is written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shlex
+import stat
+import tarfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandloop.errors import PathRefused, SandboxError
+from sandloop.files import FileChange
+from sandloop.matching import glob_match
+
+from ..helper.client import HelperClient
+from ..helper.files import Workspace
+from ..helper.wire import Change, OpError
+from ..patch.paths import validate
+
+__all__ = ["SYNC_DIR", "Entry", "Snapshot", "SyncResult", "copy_back", "copy_in", "snapshot"]
+
+#: Where the parts of the incoming tar wait to be unpacked (gone once they are).
+SYNC_DIR = ".sandloop-sync"
+PART_BYTES = 16 << 20
+READ_CONCURRENCY = 16
+MAX_FILE_BYTES = 64 << 20  # what the helper reads in one piece
+SCRIPT_TIMEOUT_S = 1800.0
+
+#: Runs in the pod: unpack the parts into the workspace, then remove them.
+UNPACK = """\
+import glob, os, shutil, sys, tarfile
+parts = sorted(glob.glob(sys.argv[1] + '/in.*'))
+class Parts:
+    def __init__(self): self.files = [open(p, 'rb') for p in parts]
+    def read(self, n=-1):
+        out = b''
+        while self.files and (n < 0 or len(out) < n):
+            chunk = self.files[0].read(-1 if n < 0 else n - len(out))
+            if chunk: out += chunk
+            else: self.files.pop(0).close()
+        return out
+with tarfile.open(fileobj=Parts(), mode='r|') as tar:
+    kwargs = {'filter': 'tar'} if hasattr(tarfile, 'tar_filter') else {}
+    tar.extractall('.', **kwargs)
+shutil.rmtree(sys.argv[1])
+"""
+
+#: Runs in the pod: one JSON line per entry of the workspace (symlinks not followed), skipping
+#: the directories named in argv.
+LIST = """\
+import hashlib, json, os, stat, sys
+skip = set(sys.argv[1:])
+out = sys.stdout
+for root, dirs, files in os.walk('.'):
+    rel = os.path.relpath(root, '.')
+    rel = '' if rel == '.' else rel + '/'
+    keep = []
+    for d in dirs:
+        path = rel + d
+        if path in skip: continue
+        if os.path.islink(os.path.join(root, d)): files.append(d)
+        else: keep.append(d)
+    dirs[:] = keep
+    for f in files:
+        path = rel + f
+        if path in skip: continue
+        full = os.path.join(root, f)
+        try:
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                row = {'p': path, 't': 'l', 'h': os.readlink(full)}
+            elif stat.S_ISREG(st.st_mode):
+                h = hashlib.sha256()
+                with open(full, 'rb') as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b''): h.update(chunk)
+                row = {'p': path, 't': 'f', 'm': stat.S_IMODE(st.st_mode), 's': st.st_size, 'h': h.hexdigest()}
+            else:
+                continue
+        except OSError:
+            continue
+        out.write(json.dumps(row, ensure_ascii=True) + '\\n')
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str  # "f" file, "l" symlink
+    digest: str  # sha256 of a file; a link's target
+    mode: int = 0
+
+
+@dataclass
+class Snapshot:
+    """The host checkout as the pod has it: path -> entry, and the paths never copied back."""
+
+    root: Path
+    entries: dict[str, Entry]
+    protected: tuple[str, ...]  # workspace-relative paths (``.git``): never copied back
+
+    @property
+    def read_only_globs(self) -> tuple[str, ...]:
+        return tuple(g for p in self.protected for g in (p, f"{p}/**"))
+
+    def is_protected(self, path: str) -> bool:
+        return any(glob_match(g, path, fold_case=True) for g in self.read_only_globs)
+
+    def refusal(self, path: str) -> str | None:
+        """Why ``path`` may not be written on the host (the checks a patch's paths get), or None."""
+        try:
+            clean = validate(path, self.read_only_globs)
+        except PathRefused as exc:
+            return str(exc)
+        return None if clean == path else f"{path!r} is not in its normal form ({clean!r})"
+
+
+@dataclass
+class SyncResult:
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "path: why"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def snapshot(root: Path, protected: Iterable[str]) -> tuple[Snapshot, bytes]:
+    """The tar the pod unpacks, and the snapshot of what it holds. Blocking."""
+    root = root.resolve()
+    entries: dict[str, Entry] = {}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel_dir = Path(dirpath).relative_to(root).as_posix()
+            prefix = "" if rel_dir == "." else rel_dir + "/"
+            for name in sorted(dirnames):
+                full = Path(dirpath, name)
+                if full.is_symlink():
+                    filenames.append(name)  # a link to a directory is a link, never followed
+                    continue
+                info = tarfile.TarInfo(prefix + name)
+                info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(full.lstat().st_mode) | 0o700
+                tar.addfile(info)
+            dirnames[:] = [d for d in dirnames if not Path(dirpath, d).is_symlink()]
+            for name in sorted(filenames):
+                rel = prefix + name
+                try:
+                    _add(tar, Path(dirpath, name), rel, entries)
+                except OSError:
+                    continue  # gone meanwhile, or unreadable: not part of the copy
+    return Snapshot(root, entries, tuple(protected)), buf.getvalue()
+
+
+def _add(tar: tarfile.TarFile, full: Path, rel: str, entries: dict[str, Entry]) -> None:
+    st = full.lstat()
+    info = tarfile.TarInfo(rel)
+    info.mtime = int(st.st_mtime)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(full)
+        info.type, info.linkname = tarfile.SYMTYPE, target
+        tar.addfile(info)
+        entries[rel] = Entry("l", target)
+    elif stat.S_ISREG(st.st_mode):
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+        info.size, info.mode = len(data), stat.S_IMODE(st.st_mode) & 0o777
+        tar.addfile(info, io.BytesIO(data))
+        entries[rel] = Entry("f", _digest(data), info.mode)
+
+
+async def _script(client: HelperClient, script: str, args: Sequence[str], *, output: int) -> str:
+    command = " ".join(["python3", "-I", "-c", shlex.quote(script), *map(shlex.quote, args)])
+    result = await client.run(command, timeout_s=SCRIPT_TIMEOUT_S, max_output_bytes=output, env={})
+    if result.exit_code != 0:
+        raise SandboxError(f"the workspace copy failed in the pod (exit {result.exit_code}): "
+                           f"{result.stderr.text.strip()[-500:]}")
+    if result.stdout.dropped_bytes:
+        raise SandboxError("the pod's workspace listing was too large to copy back")
+    return result.stdout.text
+
+
+async def copy_in(client: HelperClient, tar: bytes) -> None:
+    """Unpack ``tar`` into the pod's (empty) workspace."""
+    for n, start in enumerate(range(0, max(len(tar), 1), PART_BYTES)):
+        await client.commit([FileChange(f"{SYNC_DIR}/in.{n:06d}", tar[start:start + PART_BYTES], 0o600)])
+    await _script(client, UNPACK, [SYNC_DIR], output=65536)
+
+
+def _listing(text: str) -> dict[str, Entry]:
+    found: dict[str, Entry] = {}
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+            path, kind = str(row["p"]), str(row["t"])
+            found[path] = Entry(kind, str(row["h"]), int(row.get("m", 0)) & 0o777)
+        except (ValueError, KeyError, TypeError):
+            continue  # a line a command forged or broke: ignored, it only hints at changes
+    return found
+
+
+def _host_entry(root: Path, rel: str) -> Entry | None:
+    """The host's current entry at ``rel`` (never following a link), for the conflict check."""
+    full = root / rel
+    try:
+        st = full.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return Entry("l", os.readlink(full))
+    if stat.S_ISREG(st.st_mode):
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            return Entry("f", _digest(fh.read()), stat.S_IMODE(st.st_mode) & 0o777)
+    return Entry("?", "")
+
+
+async def copy_back(client: HelperClient, snap: Snapshot) -> SyncResult:
+    """Bring the pod's changes to the host checkout (all or nothing) and move the snapshot on."""
+    skip = [SYNC_DIR, *snap.protected]
+    pod = _listing(await _script(client, LIST, skip, output=256 << 20))
+    result = SyncResult()
+    wanted: list[str] = []
+    for path, entry in sorted(pod.items()):
+        old = snap.entries.get(path)
+        if old == entry or snap.is_protected(path) or path.startswith(SYNC_DIR + "/"):
+            continue
+        why = "a symlink (never copied back)" if entry.kind == "l" else snap.refusal(path)
+        if why is not None:
+            result.skipped.append(f"{path}: {why}")
+        else:
+            wanted.append(path)
+    gone = sorted(p for p in snap.entries if p not in pod and not snap.is_protected(p))
+    contents = await _read_all(client, wanted, result)
+    changes: list[Change] = []
+    new_entries = dict(snap.entries)
+    for path in wanted:
+        if path not in contents:
+            continue
+        data = contents[path]
+        mode = pod[path].mode
+        changes.append({"path": path, "data": base64.b64encode(data).decode(), "mode": mode})
+        new_entries[path] = Entry("f", _digest(data), mode)
+        result.written.append(path)
+    for path in gone:
+        changes.append({"path": path, "data": None, "mode": None})
+        new_entries.pop(path, None)
+        result.deleted.append(path)
+    if not changes:
+        return result
+    await asyncio.to_thread(_apply, snap, changes, new_entries)
+    snap.entries = new_entries
+    return result
+
+
+async def _read_all(client: HelperClient, paths: list[str], result: SyncResult) -> dict[str, bytes]:
+    gate = asyncio.Semaphore(READ_CONCURRENCY)
+    contents: dict[str, bytes] = {}
+
+    async def one(path: str) -> None:
+        async with gate:
+            try:
+                contents[path] = await client.read_file(path)
+            except SandboxError as exc:  # gone, turned into a link, too large: reported, not copied
+                result.skipped.append(f"{path}: {exc}")
+
+    await asyncio.gather(*(one(p) for p in paths))
+    return contents
+
+
+def _apply(snap: Snapshot, changes: list[Change], new: dict[str, Entry]) -> None:
+    """The host side: refuse everything if the host changed a file we would write (unless it
+    already holds what we would write); else commit."""
+    conflicts = []
+    for change in list(changes):
+        path = change["path"]
+        now = _host_entry(snap.root, path)
+        if now == new.get(path):
+            changes.remove(change)  # the host has it already
+        elif now != snap.entries.get(path):
+            conflicts.append(path)
+    if conflicts:
+        shown = ", ".join(conflicts[:5]) + (" …" if len(conflicts) > 5 else "")
+        raise SandboxError(f"copy-back refused, nothing written: changed on the host since the session "
+                           f"started: {shown}")
+    if not changes:
+        return
+    try:
+        Workspace(str(snap.root), max_read_bytes=MAX_FILE_BYTES).commit(changes)
+    except OpError as exc:
+        raise SandboxError(f"copy-back refused, nothing written: {exc}") from None
+    with contextlib.suppress(OSError):
+        os.utime(snap.root)  # tools watching the checkout see it changed
