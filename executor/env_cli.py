@@ -38,7 +38,9 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     env = subparsers.add_parser("env", help="build, show, list and prune environments ([environment])",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                # the module's text, without its reStructuredText quoting
+                                description=(__doc__ or "").replace("``", "`"),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     group = env.add_subparsers(dest="env_command", required=True)
 
     def leaf(name: str, text: str, func: Any, *, policy: bool) -> argparse.ArgumentParser:
