@@ -16,7 +16,7 @@ from typing import Self
 from sandloop.files import FileChange, FileInfo
 from sandloop.results import CommandResult
 
-__all__ = ["Closing", "Session"]
+__all__ = ["Closing", "Session", "with_session_notes"]
 
 
 class Closing(abc.ABC):
@@ -43,6 +43,18 @@ class Session(Closing):
 
     #: The workspace root as commands see it (e.g. ``/workspace``).
     workspace: str = "/workspace"
+    #: What happened to the session that whoever drives it must hear about — a container that
+    #: died and was replaced, changes that were lost with a pod — in the order it happened.
+    notes: list[str]
+    _notes_told: int = 0
+
+    def take_notes(self) -> list[str]:
+        """The notes added since the last call, each given out once (the handlers put them in
+        the next output, so the model learns its sandbox changed under it)."""
+        notes = getattr(self, "notes", [])
+        new = notes[self._notes_told:]
+        self._notes_told = len(notes)
+        return list(new)
 
     @abc.abstractmethod
     async def run(
@@ -77,3 +89,13 @@ class Session(Closing):
     async def delete_file(self, path: str) -> None:
         await self.commit([FileChange(path, None)])
 
+
+def with_session_notes(text: str, session: Session) -> str:
+    """``text`` (a call's stderr or report) followed by the session's new notes, one
+    ``[sandloop] …`` line each: the model must not go on believing in a workspace that changed
+    under it (a replaced container, changes lost with a pod)."""
+    notes = session.take_notes()
+    if not notes:
+        return text
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return text + sep + "".join(f"[sandloop] {note}\n" for note in notes)

@@ -30,7 +30,7 @@ from openai.types.responses.response_input_item_param import (
 from executor.gate import Gate
 from executor.items import Output, ResourceKey
 from executor.kinds import ToolKind
-from sandbox.base import Session
+from sandbox.base import Session, with_session_notes
 from sandbox.patch import envelope, paths, v4a
 from sandbox.patch.apply import Allow, PatchResult, apply_operations
 from sandloop.errors import PatchParseError, SandloopError, describe
@@ -135,10 +135,10 @@ async def _apply(
             session, operations(), allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
         )
     except Exception as exc:
-        return False, describe(exc)
+        return False, with_session_notes(describe(exc), session)
     if on_applied is not None and not dry_run:
         await on_applied(result)
-    return True, _report(result)
+    return True, with_session_notes(_report(result), session)
 
 
 async def handle_apply_patch_call(

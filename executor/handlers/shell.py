@@ -24,7 +24,7 @@ from executor.gate import Gate
 from executor.items import Output
 from executor.kinds import MalformedCall, ToolKind
 from executor.toolbox import Toolbox
-from sandbox.base import Session
+from sandbox.base import Session, with_session_notes
 from sandloop.errors import SandloopError, describe
 from sandloop.limits import Limits
 from sandloop.results import CommandResult
@@ -158,9 +158,10 @@ async def run_steps(
                 env=env,
             )
         except SandloopError as exc:
-            steps.append(Step("", describe(exc) + "\n", EXIT_BACKEND_ERROR))
+            steps.append(Step("", with_session_notes(describe(exc) + "\n", session), EXIT_BACKEND_ERROR))
             continue
-        steps.append(step_from_result(result, timeout_ms=timeout_ms, memory=memory))
+        step = step_from_result(result, timeout_ms=timeout_ms, memory=memory)
+        steps.append(Step(step.stdout, with_session_notes(step.stderr, session), step.exit_code))
         await gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
                            detail="timed out" if result.timed_out else f"exit {result.exit_code}",
                            exit_code=result.exit_code, timed_out=result.timed_out,

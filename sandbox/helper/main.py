@@ -143,7 +143,10 @@ class Helper:
         self.shells = Shells(self.workspace, shell=shell, contained=contained, subreaper=subreaper,
                              inline_command_max=inline_command_max)
         self.env = {
-            "PATH": _PATH,
+            # In a container the helper's own PATH is the image's (the engine or the kubelet sets
+            # it from the image's config): where an environment puts /opt/env/bin, or a
+            # language image its toolchain. Outside one, a fixed PATH, never the caller's.
+            "PATH": (os.environ.get("PATH") if contained else None) or _PATH,
             "HOME": home or "/tmp/home",
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",

@@ -144,9 +144,12 @@ async def test_dead_backend_is_an_answer_not_an_exception(docker_client, user_wo
         await asyncio.sleep(0.5)
         await asyncio.to_thread(container.kill)
         first, second = (await task)["output"]
-        # The first command dies with its container; the second runs in a fresh one.
+        # The first command dies with its container; the second runs in a fresh one, and the
+        # model is told so (once: nothing it did in the container's own file system is there).
         assert first["outcome"]["exit_code"] == 125 and "sandbox unavailable" in first["stderr"]
-        assert second == {"stdout": "b\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+        assert second["stdout"] == "b\n" and second["outcome"] == {"type": "exit", "exit_code": 0}
+        assert second["stderr"].startswith("[sandloop] sandbox container died (")
+        assert second["stderr"].endswith("; started a new one\n")
         # A container that died between calls is replaced before the next command runs.
         assert session.container is not None
         runner = await session._client()
@@ -155,8 +158,10 @@ async def test_dead_backend_is_an_answer_not_an_exception(docker_client, user_wo
             if not runner.alive:
                 break
             await asyncio.sleep(0.05)
-        out = await handle_shell_call(_call(["echo c"]), session, gate)
-        assert out["output"][0]["stdout"] == "c\n"
+        out = await handle_shell_call(_call(["echo c", "echo d"]), session, gate)
+        c, d = out["output"]
+        assert c["stdout"] == "c\n" and "[sandloop] sandbox container died" in c["stderr"]
+        assert d["stderr"] == ""  # told once
 
 
 @pytest.mark.docker

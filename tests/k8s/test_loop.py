@@ -97,6 +97,10 @@ def test_the_whole_loop_on_kubernetes(tmp_path: Path, user_workspace: Path, fake
     (shell,) = _outputs(result, 1)
     first, name = shell["output"]
     assert first["stdout"] == "one\n"  # the replacement pod has the checkout
+    # ... and the model is told, once, that its sandbox was replaced and what that lost
+    assert "[sandloop] sandbox pod died" in first["stderr"]
+    assert "changes since the last copy-back are lost" in first["stderr"]
+    assert "[sandloop]" not in name["stderr"]
     assert name["stdout"].startswith("sandloop-")  # a pod of this session (its hostname)
     patched, refused_patch = _outputs(result, 2)
     assert patched["status"] == "completed" and refused_patch["status"] == "failed"

@@ -232,3 +232,27 @@ def test_doctor_checks_context_permissions_and_runtime_class(user_workspace: Pat
     assert report["ok"] is False
     assert report["permissions"]["create pods/attach"].startswith("DENIED")
     assert report["runtime_class"] == "kata: not installed"
+
+
+@pytest.mark.fake_only  # builds the image locally: a real cluster would need it pushed
+async def test_commands_get_the_images_path(user_workspace: Path, config: DockerConfig, options: KubernetesOptions,
+                                            docker_client: Any, tmp_path: Path) -> None:
+    # An environment image puts its tools first on PATH (/opt/env/bin); the pod starts it with
+    # the image's configuration, and commands must find them there as on Docker.
+    from dataclasses import replace
+
+    from sandbox import images
+    from sandbox.docker import DockerSession
+
+    (tmp_path / "Dockerfile").write_text(f"FROM {images.image_name('shell')}\nENV PATH=/opt/marker/bin:$PATH\n")
+    tag = "sandloop-test-path:1"
+    docker_client.images.build(path=str(tmp_path), tag=tag, network_mode="none", rm=True)
+    try:
+        async with await KubernetesSession.create(user_workspace, config, options.model_copy(update={"image": tag})) \
+                as pod:
+            assert (await pod.run("echo $PATH")).stdout.text.startswith("/opt/marker/bin:/usr/local/sbin:")
+        async with await DockerSession.create(user_workspace, replace(config, image=tag), client=docker_client) \
+                as container:
+            assert (await container.run("echo $PATH")).stdout.text.startswith("/opt/marker/bin:/usr/local/sbin:")
+    finally:
+        docker_client.images.remove(tag, force=True)
