@@ -25,7 +25,7 @@ from sandbox.docker import DockerConfig
 from sandbox.environment.prepare import Prepared, prepare
 from sandloop.errors import ConfigError
 
-__all__ = ["environment_config", "environment_events", "prepare_environment"]
+__all__ = ["environment_config", "environment_events", "prepare_environment", "remote_config"]
 
 #: [environment] keys only the Docker engine on this host can prepare (building, installing,
 #: running setup, mounting a host file): a remote back-end starts from a pushed image instead.
@@ -63,19 +63,29 @@ async def prepare_environment(loaded: LoadedPolicy, repo: Path, *, image: str | 
 
 async def environment_config(loaded: LoadedPolicy, repo: Path, *, backend: str, image: str | None,
                              log_dir: Path | None, on_event: Event | None) -> DockerConfig:
-    """The session's configuration for ``backend``. Docker sessions start from the prepared
-    environment; another back-end runs its pods elsewhere, where this host's engine cannot put
-    an image, so it takes ``--image`` or the section's ``image`` as it is, and a section that
-    asks for more is a one-line error that says how to get there."""
+    """The session's configuration for ``backend``: Docker sessions start from the prepared
+    environment, any other back-end from :func:`remote_config`."""
     if backend == "docker":
         config, _ = await prepare_environment(loaded, repo, image=image, log_dir=log_dir, on_event=on_event)
         return config
+    return remote_config(loaded, backend, image=image)
+
+
+def remote_config(loaded: LoadedPolicy, backend: str, *, image: str | None) -> DockerConfig:
+    """The configuration of a session on a back-end that runs elsewhere (a cluster), where this
+    host's engine cannot put an image. Its image is ``--image``, else ``[backend.NAME] image``,
+    else the section's ``image``, taken as it is. A pushed image (one of the first two) is the
+    environment, already set up; without one, a section that asks for this host's work (setup,
+    packages, a Dockerfile, the host's CA) is a one-line error that says how to get there."""
     section = loaded.policy.environment
-    for key in _PREPARED_LOCALLY:
-        if getattr(section, key) and not (image is not None and key == "dockerfile"):
-            raise ConfigError(
-                f"{loaded.where(('environment', key))}: [environment] {key} is prepared by this host's Docker "
-                f"engine, which the {backend} back-end does not use: build it with `sandloop env build`, push "
-                f"the image to a registry the cluster pulls from, and name it in [backend.{backend}] image")
+    pushed = image or loaded.policy.backend.options(backend).get("image")
+    if not pushed:
+        for key in _PREPARED_LOCALLY:
+            if getattr(section, key):
+                raise ConfigError(
+                    f"{loaded.where(('environment', key))}: [environment] {key} is prepared by this host's "
+                    f"Docker engine, which the {backend} back-end does not use: build it with `sandloop env "
+                    f"build`, push the image to a registry the cluster pulls from, and name it in "
+                    f"[backend.{backend}] image (or give --image)")
     config = docker_config(loaded.policy)
-    return replace(config, image=image or section.image or config.image)
+    return replace(config, image=image or (None if pushed else section.image))

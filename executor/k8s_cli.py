@@ -11,10 +11,11 @@ import json
 import secrets
 from typing import Any
 
-from executor.sandbox_config import docker_config
+from executor.environment import remote_config
 from policies.engine import load_policy
-from sandbox import backends, images
+from sandbox import backends
 from sandbox.lifecycle import owner_labels
+from sandloop.errors import ConfigError
 
 __all__ = ["manifest", "register"]
 
@@ -30,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Labels carry this process as the owner, as a session's would. Nothing is sent to a cluster.",
     )
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
+    p.add_argument("--image", help="the image a run would be given with --image")
     p.add_argument("--json", action="store_true", help="one JSON v1 List instead of YAML documents")
     p.add_argument("--warm-pool", metavar="NAME",
                    help="instead: what to apply once for warm pool NAME (agent-sandbox SandboxTemplate, "
@@ -38,31 +40,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_manifest)
 
 
-def manifest(policy: str | None = None, *, warm_pool: str | None = None, replicas: int = 2) -> list[dict[str, Any]]:
+def manifest(policy: str | None = None, *, image: str | None = None, warm_pool: str | None = None,
+             replicas: int = 2) -> list[dict[str, Any]]:
     """The objects, as dicts (what ``--json`` prints as a List's items)."""
-    from sandbox.kubernetes.manifest import plan, warm_pool_objects
+    from sandbox.kubernetes.manifest import plan, pod_image, warm_pool_objects
     from sandbox.kubernetes.options import KubernetesOptions
 
     engine = load_policy(policy)
     options = backends.validate_options("kubernetes", KubernetesOptions, engine.policy.backend.options("kubernetes"),
                                         engine.loaded.where)
-    config = docker_config(engine.policy)
+    config = remote_config(engine.loaded, "kubernetes", image=image)
     session_id = secrets.token_hex(6)
     p = plan(config, options, session_id=session_id,
              labels=owner_labels(session_id, config.max_lifetime_s, config.idle_expiry_s),
              namespace=options.namespace or "default",
-             image=options.image or config.image or images.image_name("shell"))
+             image=pod_image(config, options))
     if warm_pool:
         return warm_pool_objects(p, warm_pool, replicas)
     return p.objects()
 
 
 def _manifest(args: argparse.Namespace) -> int:
-    objects = manifest(args.policy, warm_pool=args.warm_pool, replicas=args.replicas)
+    objects = manifest(args.policy, image=args.image, warm_pool=args.warm_pool, replicas=args.replicas)
     if args.json:
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
         return 0
-    import yaml  # the kubernetes client's dependency, there whenever the back-end is
+    try:
+        import yaml  # the kubernetes client's dependency, there whenever the back-end is
+    except ImportError:
+        raise ConfigError("YAML output needs PyYAML (pip install 'sandloop[kubernetes]'); --json needs "
+                          "nothing") from None
 
     dumper_class: Any = type("Dumper", (yaml.SafeDumper,), {})  # our representer on a copy, not on yaml's
 

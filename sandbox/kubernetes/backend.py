@@ -13,12 +13,13 @@ from ..backends import Backend
 from ..base import Session
 from ..docker import DockerConfig
 from .cluster import Cluster
+from .manifest import SANDBOX_GROUP
 from .options import KubernetesOptions
 from .reaper import reap
 from .session import KubernetesSession
 from .warmpool import GROUP, VERSION
 
-__all__ = ["BACKEND", "PERMISSIONS", "KubernetesBackend", "permissions"]
+__all__ = ["BACKEND", "PERMISSIONS", "WARM_POOL_PERMISSIONS", "KubernetesBackend", "permissions"]
 
 #: (verb, group, resource, subresource) the back-end needs in its namespace. A websocket attach
 #: is authorized as ``get`` on pods/attach, and since Kubernetes 1.35 also as ``create``.
@@ -32,10 +33,17 @@ PERMISSIONS = [
 ]
 
 
-def permissions(cluster: Cluster) -> dict[str, str]:
+#: what claiming from a warm pool needs besides (agent-sandbox's SandboxClaims and Sandboxes).
+WARM_POOL_PERMISSIONS = [
+    *[(verb, GROUP, "sandboxclaims", "") for verb in ("create", "get", "list", "watch", "delete")],
+    ("get", SANDBOX_GROUP, "sandboxes", ""),
+]
+
+
+def permissions(cluster: Cluster, *, warm_pool: bool = False) -> dict[str, str]:
     """Each permission: "allowed" or "DENIED (reason)", asked with SelfSubjectAccessReviews."""
     out = {}
-    for verb, group, resource, sub in PERMISSIONS:
+    for verb, group, resource, sub in PERMISSIONS + (WARM_POOL_PERMISSIONS if warm_pool else []):
         allowed, reason = cluster.can(verb, resource, group=group, subresource=sub)
         what = f"{verb} {resource}{'/' + sub if sub else ''}{'.' + group if group else ''}"
         out[what] = "allowed" if allowed else f"DENIED{f' ({reason})' if reason else ''}"
@@ -66,7 +74,7 @@ class KubernetesBackend(Backend):
         try:
             report["context"] = {"name": cluster.context, "server": cluster.server, "namespace": cluster.namespace,
                                  "version": cluster.version()}
-            report["permissions"] = permissions(cluster)
+            report["permissions"] = permissions(cluster, warm_pool=options.warm_pool is not None)
             config = config or DockerConfig()
             wanted = options.runtime_class or ("gvisor" if config.runtime == "runsc" else None)
             if wanted:
@@ -80,7 +88,8 @@ class KubernetesBackend(Backend):
             if options.warm_pool:
                 installed = cluster.has_resource(GROUP, VERSION, "sandboxclaims")
                 report["warm_pool"] = (f"{options.warm_pool} (agent-sandbox installed)" if installed
-                                       else "agent-sandbox is not installed: plain pods")
+                                       else "agent-sandbox is not installed, or this identity may not list "
+                                       "SandboxClaims: plain pods")
             report["session"] = asyncio.run(_probe(workspace, config, options, cluster))
             denied = [k for k, v in report["permissions"].items() if v != "allowed"]
             report["ok"] = not denied and "not installed" not in str(report.get("runtime_class"))

@@ -241,17 +241,21 @@ class Cluster:
         return str(data.get("gitVersion") or "unknown")
 
     def has_resource(self, group: str, version: str, plural: str) -> bool:
-        """Is ``plural.group/version`` served here (its CRD installed)?"""
+        """Can this identity use ``plural.group/version`` here: its CRD installed (not 404) and
+        listing it allowed (not 403)? A front-end whose Role leaves out an optional feature's
+        resources (warm pools) works without that feature, as where it is not installed."""
         try:
             with api_errors(f"cannot list {plural}.{group}"):
                 self.custom.list_namespaced_custom_object(group, version, self.namespace, plural, limit=1,
                                                           _preload_content=False)
         except SandboxUnavailable as exc:
-            if isinstance(exc.__cause__, ApiException) and exc.__cause__.status == 404:
+            status = exc.__cause__.status if isinstance(exc.__cause__, ApiException) else None
+            if status == 403:
+                log.info("not allowed to list %s.%s in %s: working without them", plural, group, self.namespace)
+            if status in (403, 404):
                 return False
             raise
         return True
-
 
 def pod_state(pod: Obj) -> str:
     """One line: phase, and why a container waits or ended."""

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import images
 from ..bundle import HELPER_MODULES, PROXY_MODULES, zipapp
 from ..docker import DockerConfig
 from ..egress import PROXY_PORT
@@ -244,6 +245,13 @@ class Plan:
         """Everything, in creation order."""
         pods = [self.proxy_pod()] if self.config.network_allow is not None else []
         return [*self.network_policies(), *pods, self.pod(1)]
+
+
+def pod_image(config: DockerConfig, options: KubernetesOptions) -> str:
+    """The image a session pod runs: what the run chose (``--image``, or the front-end's
+    resolution of the policy: see ``executor.environment``), else ``[backend.kubernetes] image``,
+    else sandloop's shell image under its local name (which the cluster must be able to pull)."""
+    return config.image or options.image or images.image_name("shell")
 
 
 def plan(config: DockerConfig, options: KubernetesOptions, *, session_id: str, labels: dict[str, str],

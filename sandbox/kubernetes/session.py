@@ -24,9 +24,8 @@ import secrets
 import time
 from pathlib import Path
 
-from sandloop.errors import SandboxError, SandboxUnavailable
+from sandloop.errors import SandboxError, SandboxUnavailable, SandloopError
 
-from .. import images
 from ..docker import DockerConfig, protected_paths
 from ..helper.client import HelperClient, HelperSession
 from ..helper.wire import HelloResult
@@ -34,7 +33,7 @@ from ..lifecycle import owner_labels
 from . import egress, loader, sync
 from .channels import AttachStream, attach
 from .cluster import Cluster, Obj, one_line, pod_running, pod_state
-from .manifest import HELPER_CONTAINER, WORKSPACE, Plan, plan
+from .manifest import HELPER_CONTAINER, WORKSPACE, Plan, plan, pod_image
 from .options import KubernetesOptions
 from .reaper import reap
 from .warmpool import Claim, claim_pod
@@ -54,7 +53,7 @@ class KubernetesSession(HelperSession):
         self.options = options
         self.workspace = WORKSPACE
         self.session_id = secrets.token_hex(6)
-        self.image = options.image or config.image or images.image_name("shell")
+        self.image = pod_image(config, options)
         self.plan: Plan = plan(config, options, session_id=self.session_id,
                                labels=owner_labels(self.session_id, config.max_lifetime_s, config.idle_expiry_s),
                                namespace=cluster.namespace, image=self.image)
@@ -80,6 +79,7 @@ class KubernetesSession(HelperSession):
         self._sync_lock = asyncio.Lock()
         self._policies: list[str] = []
         self._closed = False
+        self._keeper: asyncio.Task[None] | None = None
 
     @classmethod
     async def create(cls, workspace: Path, config: DockerConfig | None = None,
@@ -104,7 +104,22 @@ class KubernetesSession(HelperSession):
         except BaseException:
             await session.close(copy_back=False)
             raise
+        session._keeper = asyncio.get_running_loop().create_task(session._keep_alive())
         return session
+
+    async def _keep_alive(self) -> None:
+        """Keep the helper from idling out while this session is open. On Docker an idle exit
+        costs nothing (the checkout is the host's); here it would take every change not yet
+        copied back with the pod, say while a person takes their time over an approval. An
+        abandoned pod still ends: its stream closes with the front-end, and
+        ``activeDeadlineSeconds`` bounds it."""
+        period = max(0.5, self.config.idle_expiry_s / 3)
+        while not self._closed:
+            await asyncio.sleep(period)
+            helper = self._helper
+            if helper is not None and helper.alive:
+                with contextlib.suppress(SandloopError):
+                    await helper.stat(".")
 
     def _create_policies(self) -> None:
         for body in self.plan.network_policies():
@@ -217,14 +232,23 @@ class KubernetesSession(HelperSession):
         """Copy the changes back (unless told not to), then delete everything the session made."""
         if self._closed:
             return
-        if copy_back and self._helper is not None and self._helper.alive:
-            try:
-                await self.copy_back()
-            except SandboxError as exc:
-                note = f"the sandbox's changes were NOT copied back: {one_line(exc)}"
+        if copy_back and self.writes_back and self._helper is not None:
+            note = None
+            if not self._helper.alive:
+                note = (f"the sandbox pod had ended before the session closed ({self._helper.name}): the changes "
+                        "made in it since the last copy-back are lost")
+            else:
+                try:
+                    await self.copy_back()
+                except SandboxError as exc:
+                    note = f"the sandbox's changes were NOT copied back: {one_line(exc)}"
+            if note is not None:
                 self.notes.append(note)
                 log.error(note)
         self._closed = True
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)
         async with self._start_lock:
             await asyncio.to_thread(self._teardown)
         if self.egress is not None:

@@ -75,7 +75,8 @@ def _ready(claim: Obj) -> bool:
 def claim_pod(cluster: Cluster, plan: Plan, pool: str, *, timeout_s: float) -> Claim | None:
     """A ready pod claimed from ``pool``; None where agent-sandbox is not installed."""
     if not cluster.has_resource(GROUP, VERSION, "sandboxclaims"):
-        log.info("agent-sandbox is not installed in this cluster: a plain pod instead of warm pool %s", pool)
+        log.info("agent-sandbox is not installed here (or this identity may not list SandboxClaims): a plain "
+                 "pod instead of warm pool %s", pool)
         return None
     name = f"sandloop-{plan.session_id}"
     shutdown = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=plan.deadline_s)

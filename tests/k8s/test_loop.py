@@ -164,17 +164,31 @@ def test_an_environment_this_host_must_prepare_is_refused_on_kubernetes(
 
 
 @pytest.mark.parametrize(("section", "flag", "image"), [
-    ('image = "python:3.12"', None, "python:3.12"),
-    ('image = "python:3.12"', "registry.test/env:1", "registry.test/env:1"),
-    ('dockerfile = "Dockerfile"', "registry.test/env:1", "registry.test/env:1"),  # --image replaces it
+    ('[environment]\nimage = "python:3.12"', None, "python:3.12"),
+    ('[environment]\nimage = "python:3.12"', "registry.test/env:1", "registry.test/env:1"),
+    ('[environment]\ndockerfile = "Dockerfile"', "registry.test/env:1", "registry.test/env:1"),  # --image replaces it
+    # a pushed environment: the option names it, and the section's setup is taken as done
+    ('[environment]\nimage = "python:3.12"\nsetup = ["pip install -e ."]\n'
+     '[backend.kubernetes]\nimage = "registry.test/env:2"', None, "registry.test/env:2"),
+    ('[backend.kubernetes]\nimage = "registry.test/env:2"', "registry.test/env:3", "registry.test/env:3"),  # flag wins
+    ("", None, None),  # sandloop's shell image
 ])
-async def test_kubernetes_sessions_start_from_the_environment_image(tmp_path: Path, section: str, flag: str | None,
-                                                                    image: str) -> None:
-    from executor.environment import environment_config
+def test_kubernetes_sessions_start_from_the_environment_image(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              section: str, flag: str | None,
+                                                              image: str | None) -> None:
+    from executor.environment import remote_config
     from policies.engine import load_policy
+    from sandbox import backends, images
+    from sandbox.kubernetes.manifest import pod_image
 
     policy = tmp_path / "policy.toml"
-    policy.write_text(f"version = 1\n[environment]\n{section}\n")
-    config = await environment_config(load_policy(policy).loaded, tmp_path, backend="kubernetes", image=flag,
-                                      log_dir=None, on_event=None)
-    assert config.image == image
+    policy.write_text(f"version = 1\n{section}\n")
+    loaded = load_policy(policy).loaded
+    options = backends.validate_options("kubernetes", KubernetesOptions, loaded.policy.backend.options("kubernetes"))
+    expected = image or images.image_name("shell")
+    assert pod_image(remote_config(loaded, "kubernetes", image=flag), options) == expected
+    # what `sandloop k8s manifest` shows is what the run starts
+    argv = ["k8s", "manifest", "--policy", str(policy), "--json", *(["--image", flag] if flag else [])]
+    assert main(argv) == 0
+    (pod,) = [o for o in json.loads(capsys.readouterr().out)["items"] if o["kind"] == "Pod"]
+    assert pod["spec"]["containers"][0]["image"] == expected

@@ -256,3 +256,38 @@ async def test_commands_get_the_images_path(user_workspace: Path, config: Docker
             assert (await container.run("echo $PATH")).stdout.text.startswith("/opt/marker/bin:/usr/local/sbin:")
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+async def test_an_open_session_does_not_idle_out(user_workspace: Path, config: DockerConfig,
+                                                 options: KubernetesOptions) -> None:
+    # The helper exits after idle_expiry_s without a request; a pod that did would take the
+    # changes not yet copied back with it. An open session keeps its pod: a user thinking for
+    # longer than the expiry loses nothing.
+    from dataclasses import replace
+
+    async with await KubernetesSession.create(user_workspace, replace(config, idle_expiry_s=1.5), options) as s:
+        await s.run("echo kept > work.txt")
+        pod = s.pod
+        await asyncio.sleep(4.5)  # three expiries without a call from the model
+        r = await s.run("cat work.txt")
+        assert r.stdout.text == "kept\n" and s.pod == pod and s.restarts == 0 and s.take_notes() == []
+    assert (user_workspace / "work.txt").read_text() == "kept\n"
+
+
+@pytest.mark.fake_only
+async def test_changes_lost_with_a_pod_are_said_at_close(user_workspace: Path, config: DockerConfig,
+                                                         options: KubernetesOptions, fake: FakeKubernetes) -> None:
+    s = await KubernetesSession.create(user_workspace, config, options)
+    await s.run("echo gone > lost.txt")
+    assert s.pod is not None
+    fake.kill_pod(s.pod)
+    helper = s._helper
+    assert helper is not None
+    for _ in range(200):  # until the stream's end reaches the reader
+        if not helper.alive:
+            break
+        await asyncio.sleep(0.05)
+    await s.close()
+    assert not (user_workspace / "lost.txt").exists()
+    (note,) = s.take_notes()
+    assert "ended before the session closed" in note and "since the last copy-back are lost" in note

@@ -4,6 +4,7 @@ claims a pod that was already running, and without the CRDs a session falls back
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +73,28 @@ async def test_without_agent_sandbox_a_plain_pod(user_workspace: Path, options: 
     async with await KubernetesSession.create(user_workspace, DockerConfig(memory="512m"), opts) as session:
         assert session.pod is not None and session.pod.startswith("sandloop-")
         assert (await session.run("echo plain")).stdout.text == "plain\n"
+
+
+async def test_a_role_without_warm_pools_still_runs_sessions(user_workspace: Path, options: KubernetesOptions,
+                                                              fake: FakeKubernetes, tmp_path: Path) -> None:
+    # The Role of a team that does not use warm pools leaves SandboxClaims out: a real API server
+    # answers 403 there (it authorizes before it looks whether the CRD exists). Session start
+    # (which reaps stale claims), gc and a session asking for a pool all work without them.
+    from executor.cli import main
+    from sandbox.kubernetes.backend import BACKEND
+
+    fake.forbidden.add("sandboxclaims")
+    try:
+        async with await KubernetesSession.create(user_workspace, DockerConfig(memory="512m"),
+                                                  options.model_copy(update={"warm_pool": POOL})) as session:
+            assert session.pod is not None and session.pod.startswith("sandloop-")
+            assert (await session.run("echo plain")).stdout.text == "plain\n"
+        assert ("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{fake.namespace}/sandboxclaims?limit=1") in fake.requests
+        assert main(["gc", "--backend", "kubernetes", "--set", f"kubeconfig={options.kubeconfig}", "--json"]) == 0
+        report = await asyncio.to_thread(BACKEND.doctor, user_workspace,
+                                         options.model_copy(update={"warm_pool": POOL}), DockerConfig(memory="512m"))
+        assert report["permissions"][f"list sandboxclaims.{GROUP}"].startswith("DENIED")
+        assert "may not list SandboxClaims" in report["warm_pool"] and not report["ok"]
+        assert report["session"]["uid_inside"] == "1000"  # the session itself works
+    finally:
+        fake.forbidden.discard("sandboxclaims")

@@ -63,6 +63,9 @@ class FakeKubernetes:
     * ``protocols``: the channel protocols attach accepts, in the server's order (``(V4,)``
       plays an old API server);
     * ``denied``: ``(verb, resource, subresource)`` SelfSubjectAccessReviews answer "no" for;
+    * ``forbidden``: resources (plurals) this identity's Role leaves out: every request on them
+      is answered 403 — before the server looks whether they exist, as a real one authorizes
+      first — and access reviews say no;
     * ``runtime_classes``: RuntimeClass name → Docker runtime;
     * ``agent_sandbox``: serve the agent-sandbox CRDs and run their controller (may be switched);
     * ``requests``: ``(method, path)`` of every request; ``attaches``: the protocol each attach chose.
@@ -75,6 +78,7 @@ class FakeKubernetes:
         self.namespace = namespace
         self.protocols = protocols
         self.denied: set[tuple[str, str, str]] = set()
+        self.forbidden: set[str] = set()
         self.runtime_classes = dict(runtime_classes or {})
         self.agent_sandbox = agent_sandbox
         self.token = secrets.token_hex(16)
@@ -181,6 +185,10 @@ class FakeKubernetes:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         method = request.method
+        refused = next((p for p in parts if p in self.forbidden), None)
+        if refused is not None:
+            return status(403, "Forbidden", f'{refused} is forbidden: User "sandloop" cannot {method.lower()} '
+                          f'resource "{refused}" in namespace "{self.namespace}"')
         if parts == ["version"]:
             return web.json_response({"major": "1", "minor": "35", "gitVersion": "v1.35.0-sandloop-fake"})
         if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[2] == "namespaces" and parts[4] == "pods":
@@ -289,7 +297,7 @@ class FakeKubernetes:
         review = await request.json()
         attrs = (review.get("spec") or {}).get("resourceAttributes") or {}
         key = (attrs.get("verb", ""), attrs.get("resource", ""), attrs.get("subresource", ""))
-        allowed = key not in self.denied
+        allowed = key not in self.denied and key[1] not in self.forbidden
         review["status"] = {"allowed": allowed} if allowed else {"allowed": False, "reason": "denied by the fake"}
         return web.json_response(review, status=201)
 
