@@ -76,7 +76,9 @@ def _gc(args: argparse.Namespace) -> int:
     backend, options = _backend_options(args)
     removed = backend.reap(options, everything=args.all)
     if args.json:
-        print(json.dumps([{"container": name, "reason": reason} for name, reason in removed]))
+        # "container" on Docker, as it always was; a cluster's objects are "kind/name"
+        key = "container" if args.backend == "docker" else "object"
+        print(json.dumps([{key: name, "reason": reason} for name, reason in removed]))
     else:
         for name, reason in removed:
             print(f"removed {name}: {reason}")

@@ -15,6 +15,6 @@ websocket (``v5.channel.k8s.io``, falling back to ``v4``) and speaks the helper'
 * :mod:`.egress`, :mod:`.warmpool`, :mod:`.session`, :mod:`.backend`;
 * :mod:`.fake` — a loopback fake API server whose pods are local Docker containers (tests, bench).
 
-Only :mod:`.cluster`, :mod:`.channels`, :mod:`.session`, :mod:`.backend` and :mod:`.fake` import
-the optional ``kubernetes`` client (``pip install 'sandloop[kubernetes]'``).
+Only :mod:`.cluster`, :mod:`.channels` and :mod:`.warmpool` import the optional ``kubernetes``
+client, and the modules above them through them (``pip install 'sandloop[kubernetes]'``).
 """

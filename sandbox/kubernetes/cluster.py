@@ -76,7 +76,8 @@ class Cluster:
         self.configuration: Any = client.Configuration()
         namespace = None
         try:
-            path = options.kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+            # KUBECONFIG may name several files: the client merges them, as kubectl does.
+            path = options.kubeconfig or os.environ.get("KUBECONFIG") or None
             default = os.path.expanduser(config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION)
             if path is None and not os.path.exists(default) and options.context is None:
                 config.load_incluster_config(client_configuration=self.configuration)

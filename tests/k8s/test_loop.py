@@ -121,7 +121,10 @@ def test_the_whole_loop_on_kubernetes(tmp_path: Path, user_workspace: Path, fake
 
 def test_backend_flag_picks_kubernetes(tmp_path: Path, user_workspace: Path, fake: FakeKubernetes,
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig()))  # the client's usual way to a cluster
+    # The client's usual way to a cluster, with the list kubectl merges: the context is in the second.
+    other = tmp_path / "other-kubeconfig"
+    other.write_text("apiVersion: v1\nkind: Config\npreferences: {}\nclusters: []\ncontexts: []\nusers: []\n")
+    monkeypatch.setenv("KUBECONFIG", f"{other}:{fake.kubeconfig()}")
     policy = tmp_path / "policy.toml"
     policy.write_text('version = 1\nunattended = true\n[shell]\ndefault = "allow"\n')
     model = ScriptedModel([[shell_call(["hostname"])], [message("ok")]])
