@@ -6,22 +6,16 @@ Each subcommand sets ``func`` (args → exit code), the convention every part of
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-import docker
-import docker.errors
+from sandloop.errors import ConfigError
 
-from sandloop.errors import ConfigError, SandloopError
+from . import backends
+from .docker import DockerConfig
 
-from . import backends, images
-from .docker import DockerConfig, DockerSession, container_user
-
-__all__ = ["doctor_report", "register"]
+__all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,60 +80,11 @@ def _gc(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _probe_session(repo: Path, runtime: str | None, client: docker.DockerClient) -> dict[str, Any]:
-    async with await DockerSession.create(repo, DockerConfig(runtime=runtime), client=client) as session:
-        r = await session.run(
-            "id -u; grep -E '^CapEff' /proc/self/status | cut -f2; ls /sys/class/net | tr '\\n' ' '; echo; uname -r"
-        )
-        uid, caps, nets, kernel = ([*r.stdout.text.splitlines(), "", "", "", ""])[:4]
-        return {
-            "runtime_requested": runtime or "engine default",
-            "runtime_in_force": session.runtime_in_force(),
-            "kernel_inside": kernel,
-            "kernel_host": os.uname().release,
-            "gvisor": kernel != os.uname().release,
-            "uid_inside": uid,
-            "capabilities_effective": caps,
-            "network_interfaces": nets.split(),
-            "helper": session.hello,
-        }
-
-
-def doctor_report(repo: Path, runtime: str | None = None) -> dict[str, Any]:
-    report: dict[str, Any] = {"ok": False, "workspace": str(repo.resolve())}
-    try:
-        client = docker.from_env()
-        info = client.info()
-    except docker.errors.DockerException as exc:
-        report["engine"] = f"no engine answers: {exc}"
-        return report
-    report["engine"] = f"Docker {info.get('ServerVersion')} ({info.get('Driver')}, cgroup v{info.get('CgroupVersion')})"
-    report["runtimes_available"] = sorted((info.get("Runtimes") or {}).keys())
-    report["default_runtime"] = info.get("DefaultRuntime")
-    report["images"] = {
-        images.image_name(t): f"current, {images.size_mb(client, t)} MB" if images.is_current(client, t)
-        else "missing or stale (run scripts/bootstrap)"
-        for t in images.TARGETS
-    }
-    user, why = container_user(repo.resolve())
-    report["container_user"] = {"uid_gid": user, "why": why}
-    report["host_chromium"] = shutil.which("chromium") or "not found (local browser placement unavailable)"
-    try:
-        report["session"] = asyncio.run(_probe_session(repo.resolve(), runtime, client))
-        report["ok"] = True
-    except SandloopError as exc:
-        report["session"] = f"failed: {exc}"
-    return report
-
-
 def _doctor(args: argparse.Namespace) -> int:
     if not args.repo.is_dir():
         raise ConfigError(f"--repo {args.repo} is not a directory")
-    if args.backend == "docker":
-        report = doctor_report(args.repo, args.runtime)
-    else:
-        backend, options = _backend_options(args)
-        report = backend.doctor(args.repo, options, DockerConfig(runtime=args.runtime))
+    backend, options = _backend_options(args)
+    report = backend.doctor(args.repo, options, DockerConfig(runtime=args.runtime))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if report["ok"] else 1

@@ -45,7 +45,7 @@ from sandloop.limits import Limits
 
 from . import egress, images, seccomp
 from .bundle import helper_programs
-from .environment.ca import ca_env, ca_mount
+from .ca import ca_env, ca_mount
 from .helper.client import HelperClient, HelperSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
@@ -109,8 +109,8 @@ class DockerConfig:
     #: None: Python logging only
     on_egress: Callable[[egress.EgressDecision], None] | None = None
     #: A host CA bundle to trust (an environment's ``trust_host_ca``): mounted read-only at
-    #: :data:`~sandbox.environment.ca.CA_PATH`, never over the image's own bundle, and named by
-    #: the variables each client reads (:data:`~sandbox.environment.ca.CA_VARIABLES`).
+    #: :data:`~sandbox.ca.CA_PATH`, never over the image's own bundle, and named by
+    #: the variables each client reads (:data:`~sandbox.ca.CA_VARIABLES`).
     ca_bundle: str | None = None
 
 

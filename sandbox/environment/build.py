@@ -30,9 +30,9 @@ from sandloop.errors import ConfigError
 from sandloop.hostfiles import HostDir
 
 from .. import egress, images
+from ..ca import ca_env, host_bundle
 from ..lifecycle import owner_labels
 from . import registries, store
-from .ca import ca_env, host_bundle
 from .probe import ImageFacts, Probe
 from .setup import HOME, SetupContainer, StepFailed
 from .spec import BASE_LABEL, KEY_LABEL, KIND_LABEL, REPOSITORY, VERSION_LABEL, EnvironmentSpec

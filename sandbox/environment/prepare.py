@@ -36,11 +36,11 @@ from sandloop.errors import ConfigError, SandboxUnavailable
 from sandloop.hostfiles import refuse_inside
 
 from .. import images
+from ..ca import host_bundle
 from ..docker import WORKSPACE, container_user, engine_errors
 from . import registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
-from .ca import host_bundle
 from .key import environment_key, workspace_files
 from .probe import ImageFacts, Probe, image_facts, probe, run_once
 from .python import with_python

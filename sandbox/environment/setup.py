@@ -42,8 +42,8 @@ from docker.types import Mount
 
 from sandloop.errors import SandboxUnavailable
 
+from ..ca import ca_mount
 from ..docker import WORKSPACE, engine_errors, hardened_host_config, protected_paths
-from .ca import ca_mount
 from .probe import ImageFacts, Probe
 from .spec import PREFIX, EnvironmentSpec
 

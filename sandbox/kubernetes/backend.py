@@ -9,9 +9,9 @@ from typing import Any
 
 from sandloop.errors import SandloopError
 
-from ..backends import Backend
 from ..base import Session
 from ..docker import DockerConfig
+from ..seam import Backend
 from .cluster import Cluster
 from .manifest import SANDBOX_GROUP
 from .options import KubernetesOptions

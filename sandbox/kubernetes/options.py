@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ..backends import BackendOptions
+from ..seam import BackendOptions
 
 __all__ = ["KubernetesOptions"]
 

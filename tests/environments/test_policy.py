@@ -11,7 +11,7 @@ import pytest
 from executor.sandbox_config import docker_config, environment_spec
 from policies.engine import load_policy
 from policies.model import PolicyLoadError, json_schema
-from sandbox.environment.ca import CA_PATH
+from sandbox.ca import CA_PATH
 from sandbox.environment.prepare import Prepared
 from sandloop.verdict import Decision
 

@@ -19,9 +19,9 @@ import pytest
 
 from executor.cli import main
 from sandbox import images
+from sandbox.ca import CA_PATH, CA_VARIABLES
 from sandbox.docker import DockerConfig, DockerSession
 from sandbox.environment import store
-from sandbox.environment.ca import CA_PATH, CA_VARIABLES
 from sandbox.environment.key import environment_key
 from sandbox.environment.prepare import EnvironmentSetupFailed, prepare
 from sandbox.environment.probe import image_facts, probe

@@ -62,7 +62,7 @@ def test_gc_all_removes_every_sandloop_container(docker_client: docker.DockerCli
             return _listing(*args, filters={**(filters or {}), "label": [f"{LABEL}={session}"]}, **kw)
 
         setattr(client.api, name, only_ours)
-    monkeypatch.setattr("sandbox.cli.docker.from_env", lambda *a, **k: client)
+    monkeypatch.setattr("sandbox.backends.docker.docker.from_env", lambda *a, **k: client)
     c = docker_client.containers.run(images.image_name("shell"), ["sleep", "600"], detach=True, labels=labels,
                                      network_mode="none")
     try:
