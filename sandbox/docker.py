@@ -46,7 +46,7 @@ from sandloop.limits import Limits
 from . import egress, images, seccomp
 from .bundle import helper_programs
 from .ca import ca_env, ca_mount
-from .helper.client import HelperClient, HelperSession
+from .helper.client import HelperClient, ReplaceableSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
@@ -298,8 +298,10 @@ class _Demux:
         return out
 
 
-class DockerSession(HelperSession):
+class DockerSession(ReplaceableSession):
     """A hardened container with the workspace bind-mounted at /workspace."""
+
+    sandbox_name = "sandbox container"
 
     def __init__(self, client: docker.DockerClient, workspace: Path, config: DockerConfig) -> None:
         super().__init__(config.limits, {**(ca_env() if config.ca_bundle else {}), **config.env})
@@ -313,19 +315,11 @@ class DockerSession(HelperSession):
             (config.user, "set by configuration") if config.user else container_user(self.host_workspace)
         )
         self.container: Container | None = None
-        self.hello: HelloResult | None = None
-        #: Containers started to replace one that died (``notes`` says why each died).
-        self.restarts = 0
-        self.notes: list[str] = []
-        self._helper: HelperClient | None = None
-        self._died: str | None = None  # why the last container died, until a new one answers
         self._starts = 0  # containers created so far: each gets a fresh name
         self._sock: socket.socket | None = None
         # The engine's attach stream as docker-py hands it over (a SocketIO over _sock): it holds
         # a reference to the descriptor, which closing _sock alone leaves open until collected.
         self._stream: Any = None
-        self._start_lock = asyncio.Lock()
-        self._closed = False
         self._owns_client = False
         self.egress: egress.EgressHandle | None = None
 
@@ -505,39 +499,18 @@ class DockerSession(HelperSession):
             with contextlib.suppress(OSError):
                 stream.close()
 
-    async def _client(self) -> HelperClient:
-        if self._helper is not None and self._helper.alive:
-            return self._helper
-        async with self._start_lock:
-            if self._helper is not None and self._helper.alive:
-                return self._helper
-            if self._closed:
-                raise SandboxUnavailable("the session is closed")
-            if self._helper is not None:
-                # The container died (OOM-killed helper, docker kill, engine restart): a fresh one
-                # on the same workspace, once the engine answers; the session goes on.
-                self._died = await asyncio.to_thread(self.dead_reason)
-                self._helper = None
-                await asyncio.to_thread(self._teardown)
-            helper = await asyncio.to_thread(self._start_container)
-            try:
-                hello = await asyncio.wait_for(helper.hello(), 60)
-            except (SandboxUnavailable, TimeoutError) as exc:
-                tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
-                await asyncio.to_thread(self._teardown)
-                raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
-            self.hello = hello
-            if not hello["non_dumpable"]:
-                log.warning("%s: the helper could not make itself non-dumpable (no ctypes in %s?): commands "
-                            "running as its uid can reach its descriptors", helper.name, self.image)
-            if self._died is not None:
-                self.restarts += 1
-                note = f"sandbox container died ({self._died}); started a new one"
-                self.notes.append(note)
-                log.warning(note)
-                self._died = None
-            self._helper = helper
-            return helper
+    async def _start(self) -> tuple[HelperClient, HelloResult]:
+        helper = await asyncio.to_thread(self._start_container)
+        try:
+            hello = await asyncio.wait_for(helper.hello(), 60)
+        except (SandboxUnavailable, TimeoutError) as exc:
+            tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
+            await asyncio.to_thread(self._teardown)
+            raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+        if not hello["non_dumpable"]:
+            log.warning("%s: the helper could not make itself non-dumpable (no ctypes in %s?): commands "
+                        "running as its uid can reach its descriptors", helper.name, self.image)
+        return helper, hello
 
     def dead_reason(self) -> str:
         container = self.container

@@ -17,6 +17,7 @@ import abc
 import asyncio
 import base64
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -40,7 +41,9 @@ from sandloop.results import CommandResult, StreamCapture
 from ..base import Session
 from . import wire
 
-__all__ = ["ERROR_CLASSES", "HelperClient", "HelperSession", "error_for", "result_from_wire"]
+__all__ = ["ERROR_CLASSES", "HelperClient", "HelperSession", "ReplaceableSession", "error_for", "result_from_wire"]
+
+log = logging.getLogger("sandloop.session")
 
 #: The exception each error kind of the helper becomes on the host.
 ERROR_CLASSES: Mapping[wire.ErrorKind, type[SandboxError]] = {
@@ -271,3 +274,66 @@ class HelperSession(Session):
     async def commit(self, changes: Sequence[FileChange]) -> None:
         if changes:
             await (await self._client()).commit(changes)
+
+
+class ReplaceableSession(HelperSession):
+    """A HelperSession over one sandbox that can die and be replaced (a container, a pod).
+
+    :meth:`_client` is the one place a session notices its sandbox died: it asks why, tears the
+    dead one down, starts a fresh one (:meth:`_start`), and records a note that the model reads
+    in its next output (``Session.take_notes``). A subclass says how to start, tear down and
+    explain, and what a replacement costs (:attr:`replaced`).
+    """
+
+    #: what the sandbox is, for notes ("sandbox container", "sandbox pod")
+    sandbox_name = "sandbox"
+    #: what a replacement means for the model, after "started a new one"
+    replaced = ""
+
+    def __init__(self, limits: Limits, base_env: Mapping[str, str] | None = None) -> None:
+        super().__init__(limits, base_env)
+        self.hello: wire.HelloResult | None = None
+        #: sandboxes started to replace one that died (``notes`` says why each died)
+        self.restarts = 0
+        self.notes: list[str] = []
+        self._helper: HelperClient | None = None
+        self._died: str | None = None  # why the last sandbox died, until a new one answers
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+
+    @abc.abstractmethod
+    async def _start(self) -> tuple[HelperClient, wire.HelloResult]:
+        """Start a sandbox and its helper, through its hello (and whatever must follow before
+        the first request); on failure tear it down and raise SandboxUnavailable."""
+
+    @abc.abstractmethod
+    def dead_reason(self) -> str:
+        """Why the sandbox is gone, in a few words (blocking)."""
+
+    @abc.abstractmethod
+    def _teardown(self) -> None:
+        """Close the stream and remove the sandbox (blocking; best effort)."""
+
+    async def _client(self) -> HelperClient:
+        if self._helper is not None and self._helper.alive:
+            return self._helper
+        async with self._start_lock:
+            if self._helper is not None and self._helper.alive:
+                return self._helper
+            if self._closed:
+                raise SandboxUnavailable("the session is closed")
+            if self._helper is not None:
+                # It died (OOM-killed helper, a kill, an eviction, an engine restart): a fresh
+                # one, once the engine answers; the session goes on.
+                self._died = await asyncio.to_thread(self.dead_reason)
+                self._helper = None
+                await asyncio.to_thread(self._teardown)
+            helper, self.hello = await self._start()
+            if self._died is not None:
+                self.restarts += 1
+                note = f"{self.sandbox_name} died ({self._died}); started a new one{self.replaced}"
+                self.notes.append(note)
+                log.warning(note)
+                self._died = None
+            self._helper = helper
+            return helper

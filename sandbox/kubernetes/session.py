@@ -27,7 +27,7 @@ from pathlib import Path
 from sandloop.errors import SandboxError, SandboxUnavailable, SandloopError
 
 from ..docker import DockerConfig, protected_paths
-from ..helper.client import HelperClient, HelperSession
+from ..helper.client import HelperClient, ReplaceableSession
 from ..helper.wire import HelloResult
 from ..lifecycle import owner_labels
 from . import egress, loader, sync
@@ -42,8 +42,11 @@ __all__ = ["KubernetesSession"]
 
 log = logging.getLogger("sandloop.kubernetes")
 
-class KubernetesSession(HelperSession):
+class KubernetesSession(ReplaceableSession):
     """The workspace is a copy in the pod; :meth:`copy_back` (and :meth:`close`) bring changes home."""
+
+    sandbox_name = "sandbox pod"
+    replaced = " from the host checkout (changes since the last copy-back are lost)"
 
     def __init__(self, cluster: Cluster, workspace: Path, config: DockerConfig, options: KubernetesOptions) -> None:
         super().__init__(config.limits, config.env)
@@ -62,9 +65,6 @@ class KubernetesSession(HelperSession):
         #: never copied back: .git and the other read-only paths, as on Docker
         self.protected = tuple(dict.fromkeys([*config.read_only_paths, *rel]))
         self.pod: str | None = None
-        self.hello: HelloResult | None = None
-        self.restarts = 0
-        self.notes: list[str] = []
         self.snapshot: sync.Snapshot | None = None
         self.last_sync: sync.SyncResult | None = None
         #: seconds the last start spent copying the checkout in (snapshot, commit, unpack)
@@ -72,13 +72,9 @@ class KubernetesSession(HelperSession):
         self.egress: egress.EgressPod | None = None
         self._claim: Claim | None = None
         self._stream: AttachStream | None = None
-        self._helper: HelperClient | None = None
         self._starts = 0
-        self._died: str | None = None
-        self._start_lock = asyncio.Lock()
         self._sync_lock = asyncio.Lock()
         self._policies: list[str] = []
-        self._closed = False
         self._keeper: asyncio.Task[None] | None = None
 
     @classmethod
@@ -146,41 +142,21 @@ class KubernetesSession(HelperSession):
         stream.send(loader.frame(self.plan.helper))
         return stream
 
-    async def _client(self) -> HelperClient:
-        if self._helper is not None and self._helper.alive:
-            return self._helper
-        async with self._start_lock:
-            if self._helper is not None and self._helper.alive:
-                return self._helper
-            if self._closed:
-                raise SandboxUnavailable("the session is closed")
-            if self._helper is not None:
-                self._died = await asyncio.to_thread(self.dead_reason)
-                self._helper = None
-                await asyncio.to_thread(self._teardown)
-            stream = await asyncio.to_thread(self._start_pod)
-            helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
-            try:
-                hello = await asyncio.wait_for(helper.hello(), 60)
-                started = time.perf_counter()
-                self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
-                await sync.copy_in(helper, tar)
-                self.copy_in_s = time.perf_counter() - started
-            except (SandboxError, TimeoutError) as exc:
-                where, tail = self.pod, stream.stderr_text()
-                await asyncio.to_thread(self._teardown)
-                raise SandboxUnavailable(f"the sandbox helper did not start in pod {where}: {exc} {tail}".strip()) \
-                    from exc
-            self.hello = hello
-            if self._died is not None:
-                self.restarts += 1
-                note = (f"sandbox pod died ({self._died}); started a new one from the host checkout "
-                        "(changes since the last copy-back are lost)")
-                self.notes.append(note)
-                log.warning(note)
-                self._died = None
-            self._helper = helper
-            return helper
+    async def _start(self) -> tuple[HelperClient, HelloResult]:
+        stream = await asyncio.to_thread(self._start_pod)
+        helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
+        try:
+            hello = await asyncio.wait_for(helper.hello(), 60)
+            started = time.perf_counter()
+            self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
+            await sync.copy_in(helper, tar)
+            self.copy_in_s = time.perf_counter() - started
+        except (SandboxError, TimeoutError) as exc:
+            where, tail = self.pod, stream.stderr_text()
+            await asyncio.to_thread(self._teardown)
+            raise SandboxUnavailable(f"the sandbox helper did not start in pod {where}: {exc} {tail}".strip()) \
+                from exc
+        return helper, hello
 
     def dead_reason(self) -> str:
         if self.pod is None:
