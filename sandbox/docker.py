@@ -50,7 +50,7 @@ from .helper.client import HelperClient, ReplaceableSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
-__all__ = ["DockerConfig", "DockerSession", "container_user", "hardened_host_config", "reap"]
+__all__ = ["DockerConfig", "DockerSession", "close_attach", "container_user", "hardened_host_config", "reap"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -237,6 +237,19 @@ def hardened_host_config(
     ))
 
 
+def close_attach(sock: socket.socket | None, stream: Any) -> None:
+    """Close an engine attach stream for good: the socket, and the SocketIO docker-py wrapped it
+    in (``stream``), which holds a reference to the descriptor that closing the socket alone
+    leaves open until garbage collection — one descriptor per container otherwise."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+    if stream is not None and stream is not sock:
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
 def reap(client: docker.DockerClient, *, everything: bool = False) -> list[tuple[str, str]]:
     """Remove sandloop containers whose owner is dead or whose expiry passed (or all of them).
 
@@ -317,9 +330,7 @@ class DockerSession(ReplaceableSession):
         self.container: Container | None = None
         self._starts = 0  # containers created so far: each gets a fresh name
         self._sock: socket.socket | None = None
-        # The engine's attach stream as docker-py hands it over (a SocketIO over _sock): it holds
-        # a reference to the descriptor, which closing _sock alone leaves open until collected.
-        self._stream: Any = None
+        self._stream: Any = None  # the attach stream as docker-py hands it over (see close_attach)
         self._owns_client = False
         self.egress: egress.EgressHandle | None = None
 
@@ -491,13 +502,7 @@ class DockerSession(ReplaceableSession):
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
         stream, self._stream = self._stream, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        if stream is not None and stream is not sock:
-            with contextlib.suppress(OSError):
-                stream.close()
+        close_attach(sock, stream)
 
     async def _start(self) -> tuple[HelperClient, HelloResult]:
         helper = await asyncio.to_thread(self._start_container)

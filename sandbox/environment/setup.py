@@ -43,7 +43,7 @@ from docker.types import Mount
 from sandloop.errors import SandboxUnavailable
 
 from ..ca import ca_mount
-from ..docker import WORKSPACE, engine_errors, hardened_host_config, protected_paths
+from ..docker import WORKSPACE, close_attach, engine_errors, hardened_host_config, protected_paths
 from .probe import ImageFacts, Probe
 from .spec import PREFIX, EnvironmentSpec
 
@@ -113,6 +113,7 @@ class SetupContainer:
         self.name = f"sandloop-envsetup-{secrets.token_hex(6)}"
         self.container_id: str | None = None
         self._sock: socket.socket | None = None
+        self._stream: Any = None  # the attach stream as docker-py hands it over (see close_attach)
         self._aborted: str | None = None
 
     # --- life ----------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class SetupContainer:
                 entries = [("env", uid, gid)] if self.probe.has_opt else [("opt", 0, 0), ("opt/env", uid, gid)]
                 api.put_archive(self.container_id, "/opt" if self.probe.has_opt else "/", _dir_archive(entries))
             raw = api.attach_socket(self.container_id, params={"stdin": 1, "stream": 1})
-            self._sock = getattr(raw, "_sock", raw)
+            self._sock, self._stream = getattr(raw, "_sock", raw), raw
             api.start(self.container_id)
 
     def abort(self, why: str) -> None:
@@ -159,10 +160,8 @@ class SetupContainer:
     def close(self) -> None:
         """Remove the container (its stdin closes too: it would stop and remove itself anyway)."""
         sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        stream, self._stream = self._stream, None
+        close_attach(sock, stream)
         if self.container_id is not None:
             with contextlib.suppress(docker.errors.APIError, docker.errors.DockerException, OSError):
                 self.client.api.remove_container(self.container_id, force=True, v=True)
