@@ -72,7 +72,10 @@ _local = threading.local()  # one Parser per thread: Parser objects are not shar
 # ("./rm", "/tmp/x/rm") names a file that may have been written by the model, so its basename is
 # used for strict rules but never to allow it.
 _SYSTEM_DIRS = frozenset(
-    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
+    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin",
+     # An environment's prefix (its venv, its tools), first on PATH: written by the operator's
+     # setup, on the image's read-only root in the agent phase, so no more the model's than /usr/bin.
+     "/opt/env/bin"}
 )
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh"})
 # Builtins that run a string as code, or change what a later name runs.

@@ -85,6 +85,14 @@ def test_run_time_words_are_decided_strictly(default: PolicyEngine) -> None:
 def test_untrusted_path_is_never_allowed_by_name(default: PolicyEngine) -> None:
     assert default.shell("./git status").decision is Decision.PROMPT
     assert default.shell("/usr/bin/git status").decision is Decision.ALLOW
+    # an environment's prefix is the image's (read-only to the agent), a workspace venv is not
+    for preset in ("default", "ci"):
+        engine = load_policy(preset)
+        assert engine.shell("/opt/env/bin/pytest -q").decision is Decision.ALLOW
+        assert engine.shell("/opt/env/bin/python -m pytest tests/").decision is Decision.ALLOW
+        assert engine.shell(".venv/bin/pytest -q").decision is not Decision.ALLOW
+        assert engine.shell("/workspace/.venv/bin/pytest").decision is not Decision.ALLOW
+        assert engine.shell("/opt/env/bin/../../../workspace/pytest").decision is not Decision.ALLOW
 
 
 def test_unknown_never_allowed_even_when_default_allows(write_policy: Callable[..., Path]) -> None:
