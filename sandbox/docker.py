@@ -408,8 +408,9 @@ class DockerSession(ReplaceableSession):
         host_config = hardened_host_config(
             api, mounts=mounts, network=cfg.network, memory=cfg.memory, cpus=cfg.cpus,
             pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime)
-        # -I: nothing from the environment, the working directory or user site-packages.
-        command = ["python3", "-I", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
+        # -I: nothing from the environment, the working directory or user site-packages; -S: no
+        # site module at all (the helper is standard library only; ≈5 ms of every start).
+        command = ["python3", "-I", "-S", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
                    "--contained"]
         if any(m["Target"] == SUBREAPER_PATH for m in mounts):
             command += ["--subreaper", SUBREAPER_PATH]

@@ -27,7 +27,7 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
 
 
 def _expected() -> tuple[bytes, str]:
-    data = zipapp(HELPER_MODULES)
+    data = zipapp(HELPER_MODULES, bytecode=True)
     return data, f"helper-{hashlib.sha256(data).hexdigest()}.pyz"
 
 
@@ -36,6 +36,33 @@ def test_the_helper_archive_carries_its_modules_and_nothing_else() -> None:
     assert {"__main__.py", "sandbox/__init__.py", "sandbox/helper/__init__.py", "sandbox/helper/main.py",
             "sandbox/helper/wire.py"} <= names
     assert "sandbox/helper/client.py" not in names and "sandbox/docker.py" not in names
+    assert not [n for n in names if n.endswith(".pyc")]  # sources only: the same bytes on any Python
+
+
+def test_bytecode_is_used_where_the_python_matches_and_ignored_where_not(tmp_path: Path) -> None:
+    # A zip import compiles from source on every start unless a .pyc sits beside the source;
+    # one for another Python (another magic number) must be passed over for the source.
+    import importlib.util
+
+    archive = zipapp(HELPER_MODULES, bytecode=True)
+    with zipfile.ZipFile(BytesIO(archive)) as z:
+        names = set(z.namelist())
+        assert {"sandbox/helper/main.pyc", "sandbox/helper/wire.pyc", "sandbox/helper/__init__.pyc"} <= names
+        assert z.read("sandbox/helper/main.pyc")[:4] == importlib.util.MAGIC_NUMBER
+    good = tmp_path / "good.pyz"
+    good.write_bytes(archive)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import sandbox.helper.main as m; "
+             "print(m.__loader__.get_code('sandbox.helper.main').co_filename)")
+    out = subprocess.run([sys.executable, "-I", "-c", probe, str(good)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "sandbox/helper/main.py"  # our compiled code, not the zip's own
+    # The same archive with every .pyc stamped for another Python: still runs, from source.
+    stale = tmp_path / "stale.pyz"
+    with zipfile.ZipFile(BytesIO(archive)) as src, zipfile.ZipFile(stale, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename.endswith(".pyc") else data)
+    out = subprocess.run([sys.executable, "-I", str(stale), "--help"], capture_output=True, text=True, check=True)
+    assert "--workspace" in out.stdout
 
 
 def test_installed_is_private_read_only_and_named_by_its_hash(homes: tuple[Path, Path]) -> None:

@@ -70,7 +70,7 @@ CODE_ATTACKS = [
 async def test_commands_cannot_change_the_helper_code(docker_client: docker.DockerClient, tmp_path: Path,
                                                       owner: str) -> None:
     ws = _workspace(tmp_path, owner)
-    expected = hashlib.sha256(zipapp(HELPER_MODULES)).hexdigest()
+    expected = hashlib.sha256(zipapp(HELPER_MODULES, bytecode=True)).hexdigest()
     expected_subreaper = hashlib.sha256(program() or b"").hexdigest()
     async with await DockerSession.create(ws, client=docker_client) as s:
         mount = _helper_mount(s)
