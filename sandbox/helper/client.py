@@ -117,7 +117,8 @@ class HelperClient:
         try:
             while (message := wire.read_frame(self._recv)) is not None:
                 self._deliver(message)
-        except (OSError, wire.OpError) as exc:
+        except (OSError, ValueError, wire.OpError) as exc:
+            # ValueError: a file closed under the blocked read (a local helper's pipe at close)
             reason = f"the helper's stream broke ({exc})"
         self.mark_dead(reason)
 

@@ -282,3 +282,24 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(helper:
 async def test_parallel_commands_in_process(helper: Helper) -> None:
     results = await asyncio.gather(*[asyncio.to_thread(run, helper, f"sleep 0.2; echo {i}") for i in range(6)])
     assert [text(r["stdout"]) for r in results] == [f"{i}\n" for i in range(6)]
+
+
+@pytest.mark.parametrize("failure", [ValueError("read of closed file"), OSError(9, "Bad file descriptor")])
+async def test_a_stream_closed_under_the_reader_ends_the_client_not_a_thread(
+        failure: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A local helper's pipe is closed at close() while the reader may still be about to read:
+    # that is the end of the stream, never an exception escaping the reader thread.
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+
+    def recv(n: int) -> bytes:
+        raise failure
+
+    client = HelperClient(recv, lambda data: None, name="closed")
+    for _ in range(200):
+        if not client.alive:
+            break
+        await asyncio.sleep(0.01)
+    assert not client.alive and escaped == []
+    with pytest.raises(SandboxError, match="the helper's stream broke"):
+        await client.stat(".")
