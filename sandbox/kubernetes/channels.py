@@ -6,8 +6,10 @@ message is one channel byte and a payload: stdout (1) carries the helper's frame
 across messages, which the server cuts where it likes —, stderr (2) goes to the log (the
 loader's and the helper's last words), the error channel (3) carries the final Status. What we
 write goes out on stdin (0) in messages of at most :data:`MAX_MESSAGE` bytes (an API server
-refuses frames over 32 MiB). Under v5, :meth:`AttachStream.close_stdin` half-closes stdin (a
-``[255, 0]`` message); under v4 there is no such signal, and closing the websocket does it.
+refuses frames over 32 MiB). The helper sees the end of its input when the websocket closes
+(v5 could half-close stdin with a ``[255, 0]`` message; nothing here needs it, and v4 cannot).
+The Status the server sends on the error channel when the attach ends is kept (:attr:`status`):
+it says why, and the session's account of a dead pod includes it.
 """
 
 from __future__ import annotations
@@ -90,10 +92,6 @@ class AttachStream:
         while view:
             self.ws.write_stdin(bytes(view[:MAX_MESSAGE]))
             view = view[MAX_MESSAGE:]
-
-    def close_stdin(self) -> None:
-        """The helper sees the end of its input (v5 only; v4 needs the websocket closed)."""
-        self.ws.close_channel(0)
 
     def stderr_text(self) -> str:
         return b"".join(self.stderr_tail).decode(errors="replace")[-800:].strip()

@@ -165,9 +165,11 @@ class KubernetesSession(ReplaceableSession):
             pod = self.cluster.get_pod(self.pod)
         except SandboxUnavailable as exc:
             return str(exc)
+        said = self._stream.status if self._stream is not None else None
+        last = f"; the attach ended: {said.get('message') or said.get('status')}" if said else ""
         if pod is None:
-            return "pod gone"
-        return pod_state(pod)
+            return f"pod gone{last}"
+        return f"{pod_state(pod)}{last}"
 
     def _teardown(self) -> None:
         stream, self._stream = self._stream, None

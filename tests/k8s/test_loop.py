@@ -99,6 +99,7 @@ def test_the_whole_loop_on_kubernetes(tmp_path: Path, user_workspace: Path, fake
     assert first["stdout"] == "one\n"  # the replacement pod has the checkout
     # ... and the model is told, once, that its sandbox was replaced and what that lost
     assert "[sandloop] sandbox pod died" in first["stderr"]
+    assert "the attach ended: " in first["stderr"]  # the server's last Status, as it said it
     assert "changes since the last copy-back are lost" in first["stderr"]
     assert "[sandloop]" not in name["stderr"]
     assert name["stdout"].startswith("sandloop-")  # a pod of this session (its hostname)
