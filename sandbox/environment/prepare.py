@@ -42,7 +42,7 @@ from . import registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
 from .key import environment_key, workspace_files
-from .probe import ImageFacts, Probe, image_facts, probe, run_once
+from .probe import ImageFacts, Probe, find_image, image_facts, probe, run_once
 from .python import with_python
 from .setup import package_commands
 from .spec import PREFIX, REPOSITORY, EnvironmentSpec
@@ -148,19 +148,20 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
     key = environment_key(_key_fields(spec, base, owner, workspace))
     tag = f"{REPOSITORY}:{store.tag_for(key)}"
     source = "cached"
-    if store.find(client, key) is None:
+    facts = find_image(client, tag)  # the cached environment, read once (a session's start waits on it)
+    if facts is None:
         async with store.building(key, lambda: run.say("waiting", "another session is building this "
                                                         "environment; waiting for it")):
             if store.find(client, key) is None:
                 source = "built"
                 await _build(client, spec, base, run, key=key, owner=owner, workspace=workspace)
+        facts = image_facts(client, tag)
     else:
         run.say("cached", f"environment {tag} (cached; setup not run)", logged=False, key=key)
     store.mark_used(key)
     restored = await asyncio.to_thread(_restore, client, tag, workspace, owner, spec.cache_paths)
     if restored:
         run.say("restored", f"put back from the environment: {', '.join(restored)}", logged=False)
-    facts = image_facts(client, tag)
     return Prepared(image=tag, source=source, key=key, path=facts.path or None, ca_bundle=ca, restored=restored)
 
 

@@ -53,10 +53,18 @@ class ImageFacts:
 
 def image_facts(client: docker.DockerClient, ref: str) -> ImageFacts:
     """The image's configuration; ConfigError when the engine does not have it."""
+    facts = find_image(client, ref)
+    if facts is None:
+        raise ConfigError(f"image {ref} is not there (pull or build it first)")
+    return facts
+
+
+def find_image(client: docker.DockerClient, ref: str) -> ImageFacts | None:
+    """The image's configuration, or None when the engine does not have it."""
     try:
         attrs: dict[str, Any] = client.api.inspect_image(ref)
     except docker.errors.ImageNotFound:
-        raise ConfigError(f"image {ref} is not there (pull or build it first)") from None
+        return None
     except docker.errors.APIError as exc:
         raise SandboxUnavailable(f"cannot inspect image {ref}: {exc.explanation or exc}") from exc
     config = attrs.get("Config") or {}
