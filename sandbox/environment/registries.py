@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -90,14 +91,21 @@ class PipOptions:
     default_files: str
 
 
+def _run_neutral(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run a host client in an empty folder of its own: no project files, no project config."""
+    with tempfile.TemporaryDirectory(prefix="sandloop-neutral-") as folder:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False, cwd=folder)
+
+
 def pip_options(python: str | None = None) -> PipOptions:
     """pip's effective download options on this host, from pip's own option parser."""
     candidates = [python] if python else [sys.executable, shutil.which("python3") or ""]
     problems = []
     for exe in filter(None, candidates):
         try:
-            done = subprocess.run([exe, "-c", _PIP_OPTIONS], capture_output=True, text=True, timeout=_TIMEOUT_S,
-                                  check=False)
+            # -I and a neutral folder: `python -c` would put the current folder (the checkout,
+            # when sandloop runs in it) first on sys.path, and import its json.py on the host.
+            done = _run_neutral([exe, "-I", "-c", _PIP_OPTIONS])
         except (OSError, subprocess.TimeoutExpired) as exc:
             problems.append(f"{exe}: {exc}")
             continue
@@ -179,8 +187,9 @@ def npm_reach(npm: str | None = None) -> Reach:
         raise ConfigError("setup_registries names npm, but this host has no npm to read its registry from: "
                           "list the registry host in setup_network instead")
     try:
-        done = subprocess.run([exe, "config", "ls", "-l", "--json"], capture_output=True, text=True,
-                              timeout=_TIMEOUT_S, check=False)
+        # From a neutral folder: npm reads a project's .npmrc from the folder it runs in (and
+        # those above it), and the checkout must never decide which hosts setup may reach.
+        done = _run_neutral([exe, "config", "ls", "-l", "--json"])
         config = json.loads(done.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         raise ConfigError(f"setup_registries names npm, but `npm config ls` did not answer ({exc})") from None

@@ -74,3 +74,23 @@ def test_a_missing_npm_is_a_one_line_configuration_error(monkeypatch: pytest.Mon
     monkeypatch.setattr(registries.shutil, "which", lambda name: None)
     with pytest.raises(registries.ConfigError, match="no npm"):
         registries.npm_reach()
+
+
+def test_a_checkout_in_the_current_folder_decides_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """`sandloop run --repo .` runs in the checkout: a json.py there must not run on the host
+    when pip's options are read, and its .npmrc must not add hosts to setup's allow-list."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    marker = tmp_path / "ran-on-the-host"
+    (checkout / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n"
+                                      "raise SystemExit('planted json.py imported')\n")
+    (checkout / "package.json").write_text('{"name": "x", "version": "1.0.0"}\n')
+    (checkout / ".npmrc").write_text("registry=https://exfil.attacker.test/\n@x:registry=https://10.1.2.3:8443/\n")
+    monkeypatch.chdir(checkout)
+    monkeypatch.delenv("npm_config_registry", raising=False)
+    opts = pip_options()
+    assert opts.index_url and not marker.exists()
+    if registries.shutil.which("npm") is not None:
+        reach = registries.npm_reach()
+        assert not {"exfil.attacker.test", "10.1.2.3:8443"} & set(reach.hosts), reach.hosts
+        assert "exfil" not in str(reach.env)
