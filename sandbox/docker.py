@@ -50,7 +50,8 @@ from .helper.client import HelperClient, ReplaceableSession
 from .helper.wire import HelloResult
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
-__all__ = ["DockerConfig", "DockerSession", "close_attach", "container_user", "hardened_host_config", "reap"]
+__all__ = ["DockerConfig", "DockerSession", "close_attach", "container_user", "hardened_host_config", "reap",
+           "workspace_mounts"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -175,6 +176,17 @@ def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
     if hooks is not None and hooks != workspace and hooks not in found:
         found.append(hooks)
     return found
+
+
+def workspace_mounts(workspace: Path, read_only_paths: tuple[str, ...], *, read_only: bool = False) -> list[Mount]:
+    """The checkout at /workspace, with ``.git`` (its hooks path too) and the policy's other
+    read-only paths mounted read-only over it: every container that sees a checkout — a
+    session, an environment's setup, a restore of its saved paths — gets exactly these."""
+    mounts = [Mount(WORKSPACE, str(workspace), type="bind", read_only=read_only)]
+    for host in protected_paths(workspace, read_only_paths):
+        inside = f"{WORKSPACE}/{host.relative_to(workspace).as_posix()}"
+        mounts.append(Mount(inside, str(host), type="bind", read_only=True))
+    return mounts
 
 
 def engine_pids_limit(pids_limit: int, runtime: str | None) -> int:
@@ -394,10 +406,7 @@ class DockerSession(ReplaceableSession):
 
     def _mounts(self) -> list[Mount]:
         cfg = self.config
-        mounts = [Mount(WORKSPACE, str(self.host_workspace), type="bind", read_only=cfg.read_only_workspace)]
-        for host in protected_paths(self.host_workspace, cfg.read_only_paths):
-            inside = f"{WORKSPACE}/{host.relative_to(self.host_workspace).as_posix()}"
-            mounts.append(Mount(inside, str(host), type="bind", read_only=True))
+        mounts = workspace_mounts(self.host_workspace, cfg.read_only_paths, read_only=cfg.read_only_workspace)
         # The helper's code: host files no sandbox can write, read-only inside, so no command
         # (not even uid 0 without capabilities, which owns what root owns) can change it.
         helper, subreaper = helper_programs(outside=[self.host_workspace])

@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.types import Mount
 
 from sandloop.errors import ConfigError, SandboxUnavailable
 from sandloop.hostfiles import refuse_inside
 
 from .. import images
 from ..ca import host_bundle
-from ..docker import WORKSPACE, container_user, engine_errors
+from ..docker import WORKSPACE, container_user, engine_errors, workspace_mounts
 from . import registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
@@ -96,8 +95,13 @@ def _key_fields(spec: EnvironmentSpec, base: ImageFacts, owner: str, workspace: 
     }
 
 
+#: Scripts sandloop runs in an environment's image use the system's programs only: the image's
+#: PATH starts with /opt/env/bin, which setup — workspace code — fills.
+_SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def _save_paths(paths: tuple[str, ...]) -> str:
-    lines = [f"rm -rf {SAVED}"]
+    lines = [f"PATH={_SYSTEM_PATH}; export PATH", f"rm -rf {SAVED}"]
     for rel in paths:
         src, dst = shlex.quote(f"{WORKSPACE}/{rel}"), shlex.quote(f"{SAVED}/{rel}")
         lines.append(f"if [ -e {src} ]; then mkdir -p \"$(dirname {dst})\" && cp -a {src} {dst}; fi")
@@ -105,8 +109,12 @@ def _save_paths(paths: tuple[str, ...]) -> str:
 
 
 def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: str,
-             paths: tuple[str, ...]) -> tuple[str, ...]:
-    """Put the saved ``cache_paths`` back into a checkout that lacks them (as its owner)."""
+             paths: tuple[str, ...], read_only_paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Put the saved ``cache_paths`` back into a checkout that lacks them (as its owner).
+
+    What runs here comes from an image setup filled, so it is treated like a session: the
+    checkout's .git and read-only paths are mounted read-only (a planted hook or fsmonitor would
+    run on the host), and the system's PATH, not the environment's."""
     missing = [rel for rel in paths if not os.path.lexists(workspace / rel)]
     if not missing:
         return ()
@@ -115,7 +123,7 @@ def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: st
         src, dst = shlex.quote(f"{SAVED}/{rel}"), shlex.quote(f"{WORKSPACE}/{rel}")
         lines.append(f"if [ -e {src} ]; then mkdir -p \"$(dirname {dst})\" && cp -a {src} {dst} && echo {dst}; fi")
     code, out = run_once(client, image, ["/bin/sh", "-e", "-c", "\n".join(lines)], user=owner,
-                         mounts=[Mount(WORKSPACE, str(workspace), type="bind")],
+                         mounts=workspace_mounts(workspace, read_only_paths), env={"PATH": _SYSTEM_PATH},
                          doing="cannot restore the environment's workspace paths", timeout_s=600)
     if code != 0:
         raise SandboxUnavailable(f"restoring {', '.join(missing)} from the cached environment failed (exit {code})")
@@ -159,7 +167,8 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
     else:
         run.say("cached", f"environment {tag} (cached; setup not run)", logged=False, key=key)
     store.mark_used(key)
-    restored = await asyncio.to_thread(_restore, client, tag, workspace, owner, spec.cache_paths)
+    restored = await asyncio.to_thread(_restore, client, tag, workspace, owner, spec.cache_paths,
+                                       spec.read_only_paths)
     if restored:
         run.say("restored", f"put back from the environment: {', '.join(restored)}", logged=False)
     return Prepared(image=tag, source=source, key=key, path=facts.path or None, ca_bundle=ca, restored=restored)

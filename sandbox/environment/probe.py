@@ -107,7 +107,7 @@ def parse(text: str) -> Probe:
 
 
 def run_once(client: docker.DockerClient, image: str, argv: list[str], *, user: str, mounts: list[Mount],
-             doing: str, timeout_s: float = _TIMEOUT_S) -> tuple[int, str]:
+             doing: str, timeout_s: float = _TIMEOUT_S, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run ``argv`` (as the entrypoint: the image's own is not in the way) in a short-lived
     container, hardened like every sandbox, with no network; its exit code and stdout.
     Raises NoShell when the program cannot even start."""
@@ -117,7 +117,7 @@ def run_once(client: docker.DockerClient, image: str, argv: list[str], *, user: 
                                            pids_limit=64, tmpfs_size="16m", runtime=None,
                                            auto_remove=False)
         created = api.create_container(image, entrypoint=argv, command=[], user=user, network_disabled=True,
-                                       environment={}, host_config=host_config, labels={})
+                                       environment=env or {}, host_config=host_config, labels={})
     try:
         try:
             api.start(created["Id"])

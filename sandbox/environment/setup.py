@@ -43,7 +43,7 @@ from docker.types import Mount
 from sandloop.errors import SandboxUnavailable
 
 from ..ca import ca_mount
-from ..docker import WORKSPACE, close_attach, engine_errors, hardened_host_config, protected_paths
+from ..docker import WORKSPACE, close_attach, engine_errors, hardened_host_config, workspace_mounts
 from .probe import ImageFacts, Probe
 from .spec import PREFIX, EnvironmentSpec
 
@@ -121,10 +121,7 @@ class SetupContainer:
     def _mounts(self) -> list[Mount]:
         mounts: list[Mount] = []
         if self.workspace is not None:
-            mounts.append(Mount(WORKSPACE, str(self.workspace), type="bind"))
-            for host in protected_paths(self.workspace, self.spec.read_only_paths):
-                inside = f"{WORKSPACE}/{host.relative_to(self.workspace).as_posix()}"
-                mounts.append(Mount(inside, str(host), type="bind", read_only=True))
+            mounts += workspace_mounts(self.workspace, self.spec.read_only_paths)
         if self.ca_bundle is not None:
             mounts.append(ca_mount(self.ca_bundle))
         return mounts

@@ -228,3 +228,30 @@ async def test_trust_host_ca_mounts_the_bundle_read_only_and_names_it_everywhere
     assert lines[1].split()[0] == host  # the host's bundle, as it is
     assert lines[2].split()[0] != host  # at a private path: the image's own bundle is untouched
     assert lines[3].split(",")[0] == "ro"
+
+
+async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach_git(
+        docker_client: docker.DockerClient, user_workspace: Path) -> None:
+    # An image setup filled: its /opt/env/bin (first on PATH) holds a `cp` and a `mkdir` that
+    # would plant a hook in the checkout's .git (which the host's git runs) before doing the job.
+    from sandbox.environment.prepare import SAVED, _restore
+
+    plant = ("#!/bin/sh\nmkdir -p /workspace/.git/hooks 2>/dev/null; "
+             "echo 'touch /tmp/pwned' > /workspace/.git/hooks/post-checkout; "
+             "chmod +x /workspace/.git/hooks/post-checkout; exec /bin/$(basename $0) \"$@\"\n").encode()
+    dockerfile = (f"FROM {images.image_name('shell')}\nCOPY cp /opt/env/bin/cp\nCOPY cp /opt/env/bin/mkdir\n"
+                  f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\nRUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
+                  "ENV PATH=/opt/env/bin:/usr/local/bin:/usr/bin:/bin\n")
+    tag = _image(docker_client, dockerfile, "sandloop-test-restore:1", {"cp": plant, "x": b"module.exports = 1\n"})
+    try:
+        (user_workspace / ".git").mkdir()
+        (user_workspace / ".git" / "config").write_text("[core]\n")
+        for path in (user_workspace / ".git", user_workspace / ".git" / "config"):
+            os.chown(path, 1000, 1000)
+        restored = await asyncio.to_thread(_restore, docker_client, tag, user_workspace, "1000:1000",
+                                           ("node_modules",), (".git",))
+        assert restored == ("node_modules",)
+        assert (user_workspace / "node_modules" / "pkg" / "index.js").read_text() == "module.exports = 1\n"
+        assert not (user_workspace / ".git" / "hooks").exists()
+    finally:
+        docker_client.images.remove(tag, force=True)
