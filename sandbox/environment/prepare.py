@@ -88,6 +88,9 @@ def _reach(spec: EnvironmentSpec, found: Probe, base: ImageFacts) -> registries.
 def _key_fields(spec: EnvironmentSpec, base: ImageFacts, owner: str, workspace: Path) -> dict[str, object]:
     return {
         "kind": "setup", "version": images.package_version(), "base": base.id, "owner": owner,
+        # Setup runs the checkout's own code (setup.py, npm scripts …) and may rewrite the files
+        # the key reads: an environment is this checkout's, never another's with equal lockfiles.
+        "checkout": str(workspace), "trust_host_ca": spec.trust_host_ca,
         "packages": list(spec.packages), "setup": list(spec.setup), "setup_network": list(spec.setup_network),
         "setup_registries": list(spec.setup_registries), "cache_paths": list(spec.cache_paths),
         "env": dict(spec.env), "cache_key": list(spec.cache_key),

@@ -58,3 +58,24 @@ def test_setup_outputs_are_not_keyed(tmp_path: Path) -> None:
 def test_the_key_is_canonical(tmp_path: Path) -> None:
     assert environment_key({"a": 1, "b": [1, 2]}) == environment_key({"b": [1, 2], "a": 1})
     assert environment_key({"a": 1}) != environment_key({"a": 2})
+
+
+def test_equal_lockfiles_in_two_checkouts_never_share_an_environment(tmp_path: Path) -> None:
+    # Setup runs a checkout's own code and may rewrite the files the key reads: a hostile
+    # checkout could otherwise build an environment that answers to another one's key.
+    from sandbox.environment.prepare import _key_fields
+    from sandbox.environment.probe import ImageFacts
+    from sandbox.environment.spec import EnvironmentSpec
+
+    spec = EnvironmentSpec(setup=("npm install",), cache_key=("package.json",))
+    base = ImageFacts(ref="base", id="sha256:1", path="", entrypoint=None, cmd=None, user="", workdir="",
+                      labels={})
+    keys = []
+    for name in ("a", "b", "a"):
+        checkout = tmp_path / name
+        checkout.mkdir(exist_ok=True)
+        (checkout / "package.json").write_text('{"name": "same"}\n')
+        keys.append(environment_key(_key_fields(spec, base, "1000:1000", checkout)))
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+    trusted = EnvironmentSpec(setup=("npm install",), cache_key=("package.json",), trust_host_ca=True)
+    assert environment_key(_key_fields(trusted, base, "1000:1000", tmp_path / "a")) != keys[0]
