@@ -52,6 +52,10 @@ def quiet(kind: str, data: dict[str, Any]) -> None:
     """An ``on_event`` that shows nothing."""
 
 
+#: How much of a setup's output environment.log keeps (the live view and the failure's tail go on).
+LOG_CAP = 32 << 20
+
+
 @dataclass
 class Reporter:
     """One preparation's reporting: events, and the setup log when there is a folder for it."""
@@ -60,6 +64,7 @@ class Reporter:
     log_dir: Path | None
     refused: list[str] = field(default_factory=list)
     _log: HostDir | None = None
+    _logged: int = 0  # bytes written to environment.log
 
     def say(self, stage: str, text: str, *, logged: bool = True, **extra: Any) -> None:
         """A stage, shown; and written to the setup log unless ``logged`` is False (a run that
@@ -73,11 +78,15 @@ class Reporter:
         self.write(line)
 
     def write(self, line: str) -> None:
-        if self.log_dir is None:
+        if self.log_dir is None or self._logged > LOG_CAP:
             return
         if self._log is None:  # opened (and created) by the first line: no line, no log
             self._log = HostDir(self.log_dir)
-        self._log.append("environment.log", (line + "\n").encode("utf-8", "replace"))
+        data = (line + "\n").encode("utf-8", "replace")
+        self._logged += len(data)
+        if self._logged > LOG_CAP:  # a flood of output must not fill the host's disk
+            data = f"…[environment.log stops here: {LOG_CAP >> 20} MiB written]\n".encode()
+        self._log.append("environment.log", data)
 
     def decision(self, decision: egress.EgressDecision) -> None:
         verb = "allowed" if decision.allowed else "REFUSED"

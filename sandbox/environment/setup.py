@@ -47,7 +47,7 @@ from ..docker import WORKSPACE, close_attach, engine_errors, hardened_host_confi
 from .probe import ImageFacts, Probe
 from .spec import PREFIX, EnvironmentSpec
 
-__all__ = ["HOME", "TAIL_LINES", "SetupContainer", "StepFailed", "package_commands"]
+__all__ = ["HOME", "MAX_LINE", "TAIL_LINES", "Lines", "SetupContainer", "StepFailed", "package_commands"]
 
 
 HOME = "/tmp/home"
@@ -92,6 +92,40 @@ def _dir_archive(entries: list[tuple[str, int, int]]) -> bytes:
             info.mtime = int(time.time())
             tar.addfile(info)
     return buf.getvalue()
+
+
+#: The longest line of setup output kept (the rest of it is dropped and counted): a step printing
+#: one endless line must not grow the host's memory with it.
+MAX_LINE = 16 << 10
+
+
+class Lines:
+    """Setup output cut into lines of at most :data:`MAX_LINE` bytes, in constant memory."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self.emit = emit
+        self._pending = b""
+        self._dropped = 0  # bytes of the current line beyond MAX_LINE
+
+    def feed(self, chunk: bytes) -> None:
+        while chunk:
+            head, newline, chunk = chunk.partition(b"\n")
+            room = MAX_LINE - len(self._pending)
+            self._pending += head[:room]
+            self._dropped += max(0, len(head) - room)
+            if newline:
+                self._flush()
+
+    def end(self) -> None:
+        if self._pending or self._dropped:
+            self._flush()
+
+    def _flush(self) -> None:
+        line, self._pending = self._pending, b""
+        if self._dropped:
+            line += f" …[{self._dropped} more bytes of this line dropped]".encode()
+            self._dropped = 0
+        self.emit(line)
 
 
 class SetupContainer:
@@ -191,14 +225,10 @@ class SetupContainer:
                 exec_id = api.exec_create(self.container_id, self.shell(command), stdout=True, stderr=True,
                                           user=user, environment=dict(env),
                                           workdir=WORKSPACE if self.workspace is not None else "/")["Id"]
-                pending = b""
+                lines = Lines(lambda raw: self._line(raw, tail))
                 for chunk in api.exec_start(exec_id, stream=True):
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for raw in lines:
-                        self._line(raw, tail)
-                if pending:
-                    self._line(pending, tail)
+                    lines.feed(chunk)
+                lines.end()
                 code = api.exec_inspect(exec_id).get("ExitCode")
         except SandboxUnavailable:
             if self._aborted:  # we killed it: the step failed, the engine did not
