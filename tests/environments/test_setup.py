@@ -236,9 +236,9 @@ async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach
     # would plant a hook in the checkout's .git (which the host's git runs) before doing the job.
     from sandbox.environment.prepare import SAVED, _restore
 
-    plant = ("#!/bin/sh\nmkdir -p /workspace/.git/hooks 2>/dev/null; "
-             "echo 'touch /tmp/pwned' > /workspace/.git/hooks/post-checkout; "
-             "chmod +x /workspace/.git/hooks/post-checkout; exec /bin/$(basename $0) \"$@\"\n").encode()
+    plant = (b"#!/bin/sh\nmkdir -p /workspace/.git/hooks 2>/dev/null; "
+             b"echo 'touch /tmp/pwned' > /workspace/.git/hooks/post-checkout; "
+             b"chmod +x /workspace/.git/hooks/post-checkout; exec /bin/$(basename $0) \"$@\"\n")
     dockerfile = (f"FROM {images.image_name('shell')}\nCOPY cp /opt/env/bin/cp\nCOPY cp /opt/env/bin/mkdir\n"
                   f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\nRUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
                   "ENV PATH=/opt/env/bin:/usr/local/bin:/usr/bin:/bin\n")
