@@ -18,11 +18,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-__all__ = ["KEY_FORMAT", "environment_key", "workspace_files"]
+__all__ = ["KEY_FORMAT", "MAX_DEPTH", "MAX_READ", "environment_key", "workspace_files"]
 
 #: Bumped when what goes into a key changes meaning, so old keys never match new environments.
 KEY_FORMAT = 1
 _MAGIC = ("*", "?", "[")
+#: how deep ``**`` walks, in folders below the checkout
+MAX_DEPTH = 48
+#: files larger than this are keyed by size and modification time, not read
+MAX_READ = 64 << 20
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -40,8 +44,9 @@ def _expand(root: Path, rel: Parts, pattern: Parts, skip: frozenset[Parts]) -> I
     head, rest = pattern[0], pattern[1:]
     if head == "**":
         yield from _expand(root, rel, rest, skip)
-        for name in _subdirs(root / Path(*rel)):
-            yield from _expand(root, (*rel, name), pattern, skip)
+        if len(rel) < MAX_DEPTH:  # a planted 2000-level tree must not break every later run
+            for name in _subdirs(root / Path(*rel)):
+                yield from _expand(root, (*rel, name), pattern, skip)
         return
     if not any(ch in head for ch in _MAGIC):
         names = [head]
@@ -94,8 +99,11 @@ def _digest(path: Path) -> str | None:
         return None
     digest = hashlib.sha256()
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped after the lstat
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):  # swapped after the lstat
             return None
+        if st.st_size > MAX_READ:  # a lockfile is small; a planted 20 GB file must not stall every run
+            return f"large:{st.st_size}:{st.st_mtime_ns}"
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -79,3 +79,21 @@ def test_equal_lockfiles_in_two_checkouts_never_share_an_environment(tmp_path: P
     assert keys[0] != keys[1] and keys[0] == keys[2]
     trusted = EnvironmentSpec(setup=("npm install",), cache_key=("package.json",), trust_host_ca=True)
     assert environment_key(_key_fields(trusted, base, "1000:1000", tmp_path / "a")) != keys[0]
+
+
+def test_a_planted_deep_tree_or_huge_file_does_not_break_or_stall_the_key(tmp_path: Path,
+                                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from sandbox.environment import key
+
+    deep = tmp_path
+    for _ in range(2000):  # deeper than Python's recursion limit
+        deep = deep / "d"
+        deep.mkdir()
+    (tmp_path / "requirements.txt").write_text("a\n")
+    files = workspace_files(tmp_path, ("**/requirements.txt",))
+    assert list(files) == ["requirements.txt"]
+    monkeypatch.setattr(key, "MAX_READ", 1000)
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 5000)
+    found = workspace_files(tmp_path, ("*.txt",))
+    assert found["big.txt"].startswith("large:5000:")  # keyed by size and time, not read

@@ -240,7 +240,8 @@ async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach
              b"echo 'touch /tmp/pwned' > /workspace/.git/hooks/post-checkout; "
              b"chmod +x /workspace/.git/hooks/post-checkout; exec /bin/$(basename $0) \"$@\"\n")
     dockerfile = (f"FROM {images.image_name('shell')}\nCOPY cp /opt/env/bin/cp\nCOPY cp /opt/env/bin/mkdir\n"
-                  f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\nRUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
+                  f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\n"
+                  "RUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
                   "ENV PATH=/opt/env/bin:/usr/local/bin:/usr/bin:/bin\n")
     tag = _image(docker_client, dockerfile, "sandloop-test-restore:1", {"cp": plant, "x": b"module.exports = 1\n"})
     try:
