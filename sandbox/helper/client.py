@@ -117,9 +117,10 @@ class HelperClient:
         try:
             while (message := wire.read_frame(self._recv)) is not None:
                 self._deliver(message)
-        except (OSError, ValueError, wire.OpError) as exc:
-            # ValueError: a file closed under the blocked read (a local helper's pipe at close)
-            reason = f"the helper's stream broke ({exc})"
+        except Exception as exc:
+            # OSError/ValueError: the stream broke or was closed under the read (a local
+            # helper's pipe at close); anything else: a reply the helper should never send.
+            reason = f"the helper's stream broke ({type(exc).__name__}: {exc})"
         self.mark_dead(reason)
 
     def _deliver(self, message: object) -> None:

@@ -207,32 +207,38 @@ class KubernetesSession(ReplaceableSession):
             return result
 
     async def close(self, *, copy_back: bool = True) -> None:
-        """Copy the changes back (unless told not to), then delete everything the session made."""
+        """Copy the changes back (unless told not to), then delete everything the session made —
+        whatever the copy-back did: a pod must not keep its objects alive by breaking it."""
         if self._closed:
             return
-        if copy_back and self.writes_back and self._helper is not None:
-            note = None
-            if not self._helper.alive:
-                note = (f"the sandbox pod had ended before the session closed ({self._helper.name}): the changes "
-                        "made in it since the last copy-back are lost")
-            else:
-                try:
-                    await self.copy_back()
-                except SandboxError as exc:
-                    note = f"the sandbox's changes were NOT copied back: {one_line(exc)}"
-            if note is not None:
-                self.notes.append(note)
-                log.error(note)
-        self._closed = True
-        if self._keeper is not None:
-            self._keeper.cancel()
-            await asyncio.gather(self._keeper, return_exceptions=True)
-        async with self._start_lock:
-            await asyncio.to_thread(self._teardown)
-        if self.egress is not None:
-            await self.egress.close()
-        await asyncio.to_thread(self._delete_policies)
-        self.cluster.close()
+        try:
+            if copy_back and self.writes_back and self._helper is not None:
+                await self._last_copy_back(self._helper)
+        finally:
+            self._closed = True
+            if self._keeper is not None:
+                self._keeper.cancel()
+                await asyncio.gather(self._keeper, return_exceptions=True)
+            async with self._start_lock:
+                await asyncio.to_thread(self._teardown)
+            if self.egress is not None:
+                await self.egress.close()
+            await asyncio.to_thread(self._delete_policies)
+            self.cluster.close()
+
+    async def _last_copy_back(self, helper: HelperClient) -> None:
+        note = None
+        if not helper.alive:
+            note = (f"the sandbox pod had ended before the session closed ({helper.name}): the changes "
+                    "made in it since the last copy-back are lost")
+        else:
+            try:
+                await self.copy_back()
+            except Exception as exc:  # the pod is untrusted: whatever it sent, the session still closes
+                note = f"the sandbox's changes were NOT copied back: {one_line(exc)}"
+        if note is not None:
+            self.notes.append(note)
+            log.error(note)
 
     def _delete_policies(self) -> None:
         for name in self._policies:

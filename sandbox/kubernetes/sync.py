@@ -34,11 +34,12 @@ import os
 import shlex
 import stat
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from sandloop.errors import PathRefused, SandboxError
+from sandloop.errors import PathRefused, SandboxError, SandboxUnavailable
 from sandloop.files import FileChange
 from sandloop.matching import glob_match
 
@@ -49,12 +50,20 @@ from ..patch.paths import validate
 
 __all__ = ["SYNC_DIR", "Entry", "Snapshot", "SyncResult", "copy_back", "copy_in", "snapshot"]
 
+T = TypeVar("T")
+
 #: Where the parts of the incoming tar wait to be unpacked (gone once they are).
 SYNC_DIR = ".sandloop-sync"
 PART_BYTES = 16 << 20
 READ_CONCURRENCY = 16
 MAX_FILE_BYTES = 64 << 20  # what the helper reads in one piece
 SCRIPT_TIMEOUT_S = 1800.0
+#: What one copy-back may bring home: the pod is untrusted, and everything it sends is held in
+#: memory and written to the host's disk (hard links and sparse files cost the pod nothing).
+MAX_COPY_BACK_BYTES = 512 << 20
+MAX_COPY_BACK_FILES = 100_000
+#: How long the host waits for one file's content, or beyond a script's own time limit.
+READ_TIMEOUT_S = 120.0
 
 #: Runs in the pod: unpack the parts into the workspace, then remove them.
 UNPACK = """\
@@ -137,6 +146,10 @@ class Snapshot:
     def refusal(self, path: str) -> str | None:
         """Why ``path`` may not be written on the host (the checks a patch's paths get), or None."""
         try:
+            path.encode("utf-8")
+        except UnicodeError:
+            return "the name is not valid UTF-8"
+        try:
             clean = validate(path, self.read_only_globs)
         except PathRefused as exc:
             return str(exc)
@@ -201,7 +214,8 @@ def _add(tar: tarfile.TarFile, full: Path, rel: str, entries: dict[str, Entry]) 
 
 async def _script(client: HelperClient, script: str, args: Sequence[str], *, output: int) -> str:
     command = " ".join(["python3", "-I", "-c", shlex.quote(script), *map(shlex.quote, args)])
-    result = await client.run(command, timeout_s=SCRIPT_TIMEOUT_S, max_output_bytes=output, env={})
+    result = await _bounded(client, client.run(command, timeout_s=SCRIPT_TIMEOUT_S, max_output_bytes=output, env={}),
+                            SCRIPT_TIMEOUT_S + READ_TIMEOUT_S)
     if result.exit_code != 0:
         raise SandboxError(f"the workspace copy failed in the pod (exit {result.exit_code}): "
                            f"{result.stderr.text.strip()[-500:]}")
@@ -230,8 +244,18 @@ def _listing(text: str) -> dict[str, Entry]:
 
 
 def _host_entry(root: Path, rel: str) -> Entry | None:
-    """The host's current entry at ``rel`` (never following a link), for the conflict check."""
+    """The host's current entry at ``rel`` (never following a link, on the way either), for the
+    conflict check. Under a folder that is a link on the host, nothing is there: what the pod
+    would write there is refused by the commit, and nothing outside is read or compared."""
     full = root / rel
+    parent = root
+    for part in Path(rel).parts[:-1]:
+        parent = parent / part
+        try:
+            if not stat.S_ISDIR(parent.lstat().st_mode):
+                return None
+        except OSError:
+            return None
     try:
         st = full.lstat()
     except OSError:
@@ -263,7 +287,11 @@ async def copy_back(client: HelperClient, snap: Snapshot) -> SyncResult:
             result.skipped.append(f"{path}: {why}")
         else:
             wanted.append(path)
-    gone = sorted(p for p in snap.entries if p not in pod and not snap.is_protected(p))
+    gone = sorted(p for p in snap.entries
+                  if p not in pod and not snap.is_protected(p) and not p.startswith(SYNC_DIR + "/"))
+    if len(wanted) + len(gone) > MAX_COPY_BACK_FILES:
+        raise SandboxError(f"copy-back refused, nothing written: {len(wanted) + len(gone)} changed files "
+                           f"(at most {MAX_COPY_BACK_FILES})")
     contents = await _read_all(client, wanted, result)
     changes: list[Change] = []
     new_entries = dict(snap.entries)
@@ -286,16 +314,40 @@ async def copy_back(client: HelperClient, snap: Snapshot) -> SyncResult:
     return result
 
 
+async def _bounded(client: HelperClient, call: Awaitable[T], timeout_s: float) -> T:
+    """``call`` within ``timeout_s``, or the helper is taken as dead (a pod that stops answering
+    must not hold the front-end, its close included)."""
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except TimeoutError:
+        client.mark_dead("no answer during the workspace copy")
+        raise SandboxUnavailable(f"the pod did not answer within {timeout_s:.0f}s during the workspace copy") \
+            from None
+
+
 async def _read_all(client: HelperClient, paths: list[str], result: SyncResult) -> dict[str, bytes]:
     gate = asyncio.Semaphore(READ_CONCURRENCY)
     contents: dict[str, bytes] = {}
+    total = 0
 
     async def one(path: str) -> None:
+        nonlocal total
         async with gate:
             try:
-                contents[path] = await client.read_file(path)
+                data = await _bounded(client, client.read_file(path), READ_TIMEOUT_S)
+            except SandboxUnavailable:
+                raise  # the pod is gone: nothing is copied back, not a part of it
             except SandboxError as exc:  # gone, turned into a link, too large: reported, not copied
                 result.skipped.append(f"{path}: {exc}")
+                return
+            if not isinstance(data, bytes) or len(data) > MAX_FILE_BYTES:
+                raise SandboxError(f"copy-back refused, nothing written: the pod sent {path} larger than "
+                                   f"{MAX_FILE_BYTES >> 20} MiB")
+            total += len(data)
+            if total > MAX_COPY_BACK_BYTES:
+                raise SandboxError(f"copy-back refused, nothing written: more than {MAX_COPY_BACK_BYTES >> 20} "
+                                   "MiB of changed files")
+            contents[path] = data
 
     await asyncio.gather(*(one(p) for p in paths))
     return contents
