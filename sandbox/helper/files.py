@@ -148,10 +148,13 @@ class Workspace:
         keeping the old files as backups until every swap succeeded; roll back on any failure."""
         staged: list[_Staged] = []
         done: list[_Staged] = []
+        # One descriptor per parent folder, not per file: a commit of thousands of files in a few
+        # folders must not run out of descriptors (1024 is a common limit, 256 on macOS).
+        parents: dict[tuple[str, ...], int] = {}
         try:
             seen: set[str] = set()
             for change in changes:
-                self._stage(change, staged, seen)
+                self._stage(change, staged, seen, parents)
             for entry in staged:  # the swap
                 if entry.existed:
                     backup = _scratch_name("bak")
@@ -170,25 +173,30 @@ class Workspace:
                         os.rename(entry.backup, entry.name, src_dir_fd=entry.dir_fd, dst_dir_fd=entry.dir_fd)
                         entry.backup = None
             _unlink(staged, backups=not done)
-            for entry in staged:
-                os.close(entry.dir_fd)
+            _close_all(parents)
             if isinstance(exc, OSError):
                 where = f": {exc.filename}" if exc.filename else ""
                 raise OpError("io", f"{exc.strerror or exc}{where}") from exc
             raise
         _unlink(staged, backups=True)
-        for entry in staged:
-            os.close(entry.dir_fd)
+        _close_all(parents)
         return {"changed": len(staged)}
 
-    def _stage(self, change: wire.Change, staged: list[_Staged], seen: set[str]) -> None:
+    def _stage(self, change: wire.Change, staged: list[_Staged], seen: set[str],
+               parents: dict[tuple[str, ...], int]) -> None:
         path = change["path"]
-        key = "/".join(_components(path))
+        parts = _components(path)
+        key = "/".join(parts)
         if key in seen:
             raise OpError("bad_request", f"{path} appears twice in one commit")
         seen.add(key)
         data = change["data"]
-        dir_fd, name = self.open_parent(path, create=data is not None)
+        folder = tuple(parts[:-1])
+        if folder in parents:
+            dir_fd, name = parents[folder], parts[-1]
+        else:
+            dir_fd, name = self.open_parent(path, create=data is not None)
+            parents[folder] = dir_fd
         entry = _Staged(dir_fd, name, data is None)
         staged.append(entry)
         st = _lstat(dir_fd, name)
@@ -216,6 +224,12 @@ class Workspace:
             os.fchmod(fd, mode)
         finally:
             os.close(fd)
+
+
+def _close_all(parents: dict[tuple[str, ...], int]) -> None:
+    for fd in parents.values():
+        os.close(fd)
+    parents.clear()
 
 
 def _unlink(entries: Iterable[_Staged], *, backups: bool) -> None:

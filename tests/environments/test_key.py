@@ -85,12 +85,19 @@ def test_a_planted_deep_tree_or_huge_file_does_not_break_or_stall_the_key(tmp_pa
                                                                           monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from sandbox.environment import key
 
+    import sys
+
     deep = tmp_path
-    for _ in range(2000):  # deeper than Python's recursion limit
+    for _ in range(300):
         deep = deep / "d"
         deep.mkdir()
     (tmp_path / "requirements.txt").write_text("a\n")
-    files = workspace_files(tmp_path, ("**/requirements.txt",))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(250)  # a 300-level tree now goes deeper than the interpreter allows
+    try:
+        files = workspace_files(tmp_path, ("**/requirements.txt",))
+    finally:
+        sys.setrecursionlimit(limit)
     assert list(files) == ["requirements.txt"]
     monkeypatch.setattr(key, "MAX_READ", 1000)
     big = tmp_path / "big.txt"

@@ -303,3 +303,22 @@ async def test_a_stream_closed_under_the_reader_ends_the_client_not_a_thread(
     assert not client.alive and escaped == []
     with pytest.raises(SandboxError, match="the helper's stream broke"):
         await client.stat(".")
+
+
+def test_a_commit_of_many_files_holds_one_descriptor_per_folder(tmp_path: Path) -> None:
+    # Thousands of files in a few folders (a copy-back, a large patch): one descriptor per
+    # folder, so a process with a low limit (256 on macOS, 1024 here) commits them all.
+    import resource
+
+    from sandbox.helper.files import Workspace
+
+    workspace = Workspace(str(tmp_path), max_read_bytes=1 << 20)
+    data = base64.b64encode(b"x\n").decode()
+    changes: list[Any] = [{"path": f"d{i % 3}/f{i}.txt", "data": data, "mode": 0o644} for i in range(1500)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 64, hard))
+    try:
+        assert workspace.commit(changes) == {"changed": 1500}
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(os.listdir(tmp_path / "d0")) == 500 and (tmp_path / "d2" / "f1499.txt").read_text() == "x\n"
