@@ -83,9 +83,9 @@ def test_equal_lockfiles_in_two_checkouts_never_share_an_environment(tmp_path: P
 
 def test_a_planted_deep_tree_or_huge_file_does_not_break_or_stall_the_key(tmp_path: Path,
                                                                           monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from sandbox.environment import key
-
     import sys
+
+    from sandbox.environment import key
 
     deep = tmp_path
     for _ in range(300):
