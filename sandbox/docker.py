@@ -173,8 +173,35 @@ def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
         if host.exists() and host not in found:
             found.append(host)
     hooks = _hooks_path(workspace)
-    if hooks is not None and hooks != workspace and hooks not in found:
-        found.append(hooks)
+    for extra in ([hooks] if hooks is not None else []) + _submodule_gits(workspace):
+        if extra != workspace and extra not in found:
+            found.append(extra)
+    return found
+
+
+def _submodule_gits(workspace: Path) -> list[Path]:
+    """Each submodule's ``.git`` (a file naming its git folder): rewritten by a command, it
+    would point the host's git, when run in that submodule, at a config the sandbox wrote —
+    ``core.fsmonitor`` and hooks included. Found through ``.gitmodules``; its paths are
+    checked like any other (inside the checkout, never through a link out)."""
+    modules = workspace / ".gitmodules"
+    if not modules.is_file() or modules.is_symlink():
+        return []
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read(modules, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return []
+    found = []
+    for section in parser.sections():
+        rel = parser.get(section, "path", fallback="").strip().strip('"')
+        if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            continue
+        candidate = workspace / rel / ".git"
+        if candidate.is_symlink() or not candidate.exists():
+            continue
+        if _inside(candidate.resolve(), workspace):
+            found.append(candidate.resolve())
     return found
 
 

@@ -281,6 +281,26 @@ async def test_hooks_path_in_the_checkout_and_a_symlinked_git_dir_are_read_only(
     assert not (ws / ".husky" / "pre-commit").exists()
 
 
+async def test_a_submodules_git_file_is_read_only(docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    # lib/.git names the submodule's git folder; rewritten, it would point the host's git (run
+    # in lib/) at a config the sandbox wrote, core.fsmonitor included.
+    from sandbox.docker import protected_paths
+
+    ws = tmp_path / "repo"
+    (ws / ".git" / "modules" / "lib").mkdir(parents=True)
+    (ws / "lib").mkdir()
+    (ws / "lib" / ".git").write_text("gitdir: ../.git/modules/lib\n")
+    (ws / ".gitmodules").write_text('[submodule "lib"]\n\tpath = lib\n\turl = ../lib.git\n'
+                                    '[submodule "out"]\n\tpath = ../elsewhere\n')
+    _own(ws)
+    assert protected_paths(ws, (".git",)) == [ws / ".git", ws / "lib" / ".git"]
+    async with await DockerSession.create(ws, client=docker_client) as s:
+        r = await s.run("echo 'gitdir: /tmp/evil' > lib/.git")
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr.text
+        assert (await s.run("echo ok > lib/src.txt && cat lib/src.txt")).stdout.text == "ok\n"
+    assert (ws / "lib" / ".git").read_text() == "gitdir: ../.git/modules/lib\n"
+
+
 async def test_idle_helper_exits_and_the_session_starts_a_new_one(docker_client: docker.DockerClient,
                                                                    user_workspace: Path) -> None:
     async with await DockerSession.create(user_workspace, DockerConfig(idle_expiry_s=1), client=docker_client) as s:
