@@ -246,7 +246,7 @@ async def test_commands_get_the_images_path(user_workspace: Path, config: Docker
 
     (tmp_path / "Dockerfile").write_text(f"FROM {images.image_name('shell')}\nENV PATH=/opt/marker/bin:$PATH\n")
     tag = "sandloop-test-path:1"
-    docker_client.images.build(path=str(tmp_path), tag=tag, network_mode="none", rm=True)
+    docker_client.images.build(path=str(tmp_path), tag=tag, network_mode="none", rm=True, forcerm=True)
     try:
         async with await KubernetesSession.create(user_workspace, config, options.model_copy(update={"image": tag})) \
                 as pod:
