@@ -42,6 +42,10 @@ __all__ = ["KubernetesSession"]
 
 log = logging.getLogger("sandloop.kubernetes")
 
+#: How long the account of a dead pod waits for the kubelet to report why it ended.
+DEATH_REPORT_S = 5.0
+
+
 class KubernetesSession(ReplaceableSession):
     """The workspace is a copy in the pod; :meth:`copy_back` (and :meth:`close`) bring changes home."""
 
@@ -161,15 +165,25 @@ class KubernetesSession(ReplaceableSession):
     def dead_reason(self) -> str:
         if self.pod is None:
             return "never started"
-        try:
-            pod = self.cluster.get_pod(self.pod)
-        except SandboxUnavailable as exc:
-            return str(exc)
         said = self._stream.status if self._stream is not None else None
         last = f"; the attach ended: {said.get('message') or said.get('status')}" if said else ""
-        if pod is None:
-            return f"pod gone{last}"
-        return f"{pod_state(pod)}{last}"
+        # The kubelet reports a container's end a moment after its stream closes: wait a little
+        # (bounded) for the reason, an OOM kill's exit code 137 for one.
+        deadline = time.monotonic() + DEATH_REPORT_S
+        while True:
+            try:
+                pod = self.cluster.get_pod(self.pod)
+            except SandboxUnavailable as exc:
+                return str(exc)
+            if pod is None:
+                return f"pod gone{last}"
+            state = pod_state(pod)
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                return f"{state}, being deleted{last}"
+            if "terminated" in state or (pod.get("status") or {}).get("phase") != "Running" \
+                    or time.monotonic() > deadline:
+                return f"{state}{last}"
+            time.sleep(0.1)
 
     def _teardown(self) -> None:
         stream, self._stream = self._stream, None
