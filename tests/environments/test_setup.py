@@ -171,7 +171,8 @@ def _image(client: docker.DockerClient, dockerfile: str, tag: str, files: dict[s
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
-    client.images.build(fileobj=buf, custom_context=True, tag=tag, network_mode="none", rm=True, forcerm=True, pull=False)
+    client.images.build(fileobj=buf, custom_context=True, tag=tag, network_mode="none", rm=True, forcerm=True,
+                        pull=False)
     return tag
 
 
