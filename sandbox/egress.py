@@ -28,7 +28,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from . import images
 from .bundle import PROXY_MODULES, file_archive, zipapp
 from .lifecycle import HELPER_DIR, LABEL, stale_reason
 
-__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "reap_networks"]
+__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "proxy_events", "reap_networks"]
 
 log = logging.getLogger("sandloop.egress")
 
@@ -54,6 +54,24 @@ ROLE_LABEL = "sandloop.role"
 READY_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 5.0
 NETWORK_OPTIONS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
+
+
+def proxy_events(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The proxy's JSON events, one per line of its output however the stream cuts it; any other
+    line goes to the log (the proxy is ours: its output is not a sandbox's)."""
+    buf = b""
+    for data in chunks:
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if isinstance(event, dict):
+                yield event
+            else:
+                log.warning("egress proxy said: %r", line)
 
 
 @dataclass(frozen=True)
@@ -199,22 +217,15 @@ class EgressProxy:
 
     def _lines(self, sock: socket.socket) -> Iterator[dict[str, Any]]:
         """JSON events from the proxy's stdout; stderr (tracebacks) goes to the log."""
-        buf = b""
-        for stream, data in frames_iter(sock, tty=False):
-            if stream == 2:
-                log.warning("egress proxy stderr: %s", data.decode(errors="replace").rstrip())
-                continue
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    event = None
-                if isinstance(event, dict):
-                    yield event
+
+        def stdout() -> Iterator[bytes]:
+            for stream, data in frames_iter(sock, tty=False):
+                if stream == 2:
+                    log.warning("egress proxy stderr: %s", data.decode(errors="replace").rstrip())
                 else:
-                    log.warning("egress proxy said: %r", line)
+                    yield data
+
+        return proxy_events(stdout())
 
     def _read_decisions(self, lines: Iterator[dict[str, Any]]) -> None:
         try:

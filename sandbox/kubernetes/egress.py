@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sandloop.errors import SandboxUnavailable
 
-from ..egress import PROXY_PORT, EgressDecision
+from ..egress import PROXY_PORT, EgressDecision, proxy_events
 from . import loader
 from .channels import AttachStream, attach
 from .cluster import Cluster, pod_running, pod_state
@@ -35,18 +33,6 @@ from .manifest import PROXY_CONTAINER, Plan
 __all__ = ["EgressPod", "start"]
 
 log = logging.getLogger("sandloop.kubernetes")
-
-
-def _lines(stream: AttachStream) -> Iterator[dict[str, Any]]:
-    buf = b""
-    while chunk := stream.recv(65536):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                if isinstance(event, dict):
-                    yield event
 
 
 @dataclass
@@ -86,7 +72,7 @@ def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision],
             raise SandboxUnavailable(f"the egress proxy pod {name} has no IP ({pod_state(pod)})")
         stream = attach(cluster, name, PROXY_CONTAINER)
         stream.send(loader.frame(plan.proxy))
-        lines = _lines(stream)
+        lines = proxy_events(iter(lambda: stream.recv(65536), b""))
         first = next(lines, None)
         if first is None or first.get("event") != "ready":
             raise SandboxUnavailable(f"the egress proxy did not start: {stream.stderr_text() or first}")
