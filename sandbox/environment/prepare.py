@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,19 @@ def _key_fields(spec: EnvironmentSpec, base: ImageFacts, owner: str, workspace: 
 _SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _save_paths(paths: tuple[str, ...]) -> str:
-    lines = [f"PATH={_SYSTEM_PATH}; export PATH", f"rm -rf {SAVED}"]
+def _copies(paths: Sequence[str], source: str, target: str, *, say: bool = False) -> list[str]:
+    """Shell lines copying each path that exists under ``source`` to ``target`` (and, with
+    ``say``, printing what arrived)."""
+    lines = []
     for rel in paths:
-        src, dst = shlex.quote(f"{WORKSPACE}/{rel}"), shlex.quote(f"{SAVED}/{rel}")
-        lines.append(f"if [ -e {src} ]; then mkdir -p \"$(dirname {dst})\" && cp -a {src} {dst}; fi")
-    return "\n".join(lines)
+        src, dst = shlex.quote(f"{source}/{rel}"), shlex.quote(f"{target}/{rel}")
+        echo = f" && echo {dst}" if say else ""
+        lines.append(f"if [ -e {src} ]; then mkdir -p \"$(dirname {dst})\" && cp -a {src} {dst}{echo}; fi")
+    return lines
+
+
+def _save_paths(paths: tuple[str, ...]) -> str:
+    return "\n".join([f"PATH={_SYSTEM_PATH}; export PATH", f"rm -rf {SAVED}", *_copies(paths, WORKSPACE, SAVED)])
 
 
 def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: str,
@@ -121,11 +129,8 @@ def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: st
     missing = [rel for rel in paths if not os.path.lexists(workspace / rel)]
     if not missing:
         return ()
-    lines = []
-    for rel in missing:
-        src, dst = shlex.quote(f"{SAVED}/{rel}"), shlex.quote(f"{WORKSPACE}/{rel}")
-        lines.append(f"if [ -e {src} ]; then mkdir -p \"$(dirname {dst})\" && cp -a {src} {dst} && echo {dst}; fi")
-    code, out = run_once(client, image, ["/bin/sh", "-e", "-c", "\n".join(lines)], user=owner,
+    script = "\n".join(_copies(missing, SAVED, WORKSPACE, say=True))
+    code, out = run_once(client, image, ["/bin/sh", "-e", "-c", script], user=owner,
                          mounts=workspace_mounts(workspace, read_only_paths), env={"PATH": _SYSTEM_PATH},
                          doing="cannot restore the environment's workspace paths", timeout_s=600)
     if code != 0:
