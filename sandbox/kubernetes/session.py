@@ -46,6 +46,13 @@ log = logging.getLogger("sandloop.kubernetes")
 DEATH_REPORT_S = 5.0
 
 
+def _ended(pod: Obj) -> bool:
+    """A pod whose end has been reported (or that is being deleted)."""
+    status = pod.get("status") or {}
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or status.get("phase") != "Running" \
+        or any("terminated" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or [])
+
+
 class KubernetesSession(ReplaceableSession):
     """The workspace is a copy in the pod; :meth:`copy_back` (and :meth:`close`) bring changes home."""
 
@@ -167,23 +174,20 @@ class KubernetesSession(ReplaceableSession):
             return "never started"
         said = self._stream.status if self._stream is not None else None
         last = f"; the attach ended: {said.get('message') or said.get('status')}" if said else ""
-        # The kubelet reports a container's end a moment after its stream closes: wait a little
-        # (bounded) for the reason, an OOM kill's exit code 137 for one.
-        deadline = time.monotonic() + DEATH_REPORT_S
-        while True:
+        # The kubelet reports a container's end a moment after its stream closes: watch (bounded)
+        # for the reason, an OOM kill's exit code 137 for one.
+        pod: Obj | None
+        try:
             try:
-                pod = self.cluster.get_pod(self.pod)
-            except SandboxUnavailable as exc:
-                return str(exc)
-            if pod is None:
-                return f"pod gone{last}"
-            state = pod_state(pod)
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                return f"{state}, being deleted{last}"
-            if "terminated" in state or (pod.get("status") or {}).get("phase") != "Running" \
-                    or time.monotonic() > deadline:
-                return f"{state}{last}"
-            time.sleep(0.1)
+                pod = self.cluster.wait_pod(self.pod, _ended, DEATH_REPORT_S)
+            except SandboxUnavailable:
+                pod = self.cluster.get_pod(self.pod)  # gone, or still reported running at the deadline
+        except SandboxUnavailable as exc:
+            return str(exc)
+        if pod is None:
+            return f"pod gone{last}"
+        deleting = ", being deleted" if (pod.get("metadata") or {}).get("deletionTimestamp") else ""
+        return f"{pod_state(pod)}{deleting}{last}"
 
     def _teardown(self) -> None:
         stream, self._stream = self._stream, None

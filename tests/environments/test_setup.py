@@ -244,7 +244,8 @@ async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach
                   f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\n"
                   "RUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
                   "ENV PATH=/opt/env/bin:/usr/local/bin:/usr/bin:/bin\n")
-    tag = _image(docker_client, dockerfile, "sandloop-test-restore:1", {"cp": plant, "x": b"module.exports = 1\n"})
+    tag = _image(docker_client, dockerfile, f"sandloop-test-restore:{os.getpid()}",
+                 {"cp": plant, "x": b"module.exports = 1\n"})
     try:
         (user_workspace / ".git").mkdir()
         (user_workspace / ".git" / "config").write_text("[core]\n")

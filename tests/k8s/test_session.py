@@ -245,7 +245,7 @@ async def test_commands_get_the_images_path(user_workspace: Path, config: Docker
     from sandbox.docker import DockerSession
 
     (tmp_path / "Dockerfile").write_text(f"FROM {images.image_name('shell')}\nENV PATH=/opt/marker/bin:$PATH\n")
-    tag = "sandloop-test-path:1"
+    tag = f"sandloop-test-path:{os.getpid()}"  # its own: suites may run side by side
     docker_client.images.build(path=str(tmp_path), tag=tag, network_mode="none", rm=True, forcerm=True)
     try:
         async with await KubernetesSession.create(user_workspace, config, options.model_copy(update={"image": tag})) \
