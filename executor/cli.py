@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     # The other parts' commands.
     for module in (sandbox_cli, policies_cli, patch_cli, report_cli, env_cli, k8s_cli):
         module.register(sub)
+    from executor.mcp import cli as mcp_cli  # argparse only: the MCP SDK is imported when `mcp` runs
+
+    mcp_cli.register(sub)
     return parser
 
 

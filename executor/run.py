@@ -46,7 +46,7 @@ from sandloop.errors import ConfigError
 from sandloop.hostfiles import refuse_inside
 
 __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunFiles", "RunOptions",
-           "RunOutcome", "Runtime", "budgets_from", "open_toolbox", "run_task"]
+           "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_toolbox", "run_task"]
 
 #: sees every request body and response of the loop (a cassette recorder)
 Observer = Callable[[dict[str, Any], Any], None]
@@ -196,17 +196,24 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser != "off":
-            browser = open_browser(BrowserGate(gate, toolbox).config(policy),
-                                   placement=opts.browser)  # type: ignore[arg-type]
-            stack.push_async_callback(browser.close)
-            await browser.start()
-            toolbox.browser = browser
-            mode = policy.browser.safety_checks
-            toolbox.computer_safety = gate.recorded(_safety_callback(mode, approvals), mode)
-            if opts.model.startswith("computer-use-preview"):
-                toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
-            toolbox.functions.extend(computer.navigation_tools(browser))
+            await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
         yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
+
+
+async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stack: contextlib.AsyncExitStack, *,
+                        placement: str, model: str = "") -> None:
+    """Start the browser beside a toolbox's session (closed by ``stack``): every request it
+    makes decided by ``gate``, pending safety checks answered as the policy's
+    ``browser.safety_checks`` says (recorded), the navigation tools added."""
+    browser = open_browser(BrowserGate(gate, toolbox).config(policy), placement=placement)  # type: ignore[arg-type]
+    stack.push_async_callback(browser.close)
+    await browser.start()
+    toolbox.browser = browser
+    mode = policy.browser.safety_checks
+    toolbox.computer_safety = gate.recorded(_safety_callback(mode, gate.approvals), mode)
+    if model.startswith("computer-use-preview"):
+        toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
+    toolbox.functions.extend(computer.navigation_tools(browser))
 
 
 class Run:
@@ -321,18 +328,23 @@ class Run:
         return RunOutcome(result, self.folder, self.audit_head, self.log)
 
     async def _log_start(self, task: str | list[dict[str, Any]], client: Client) -> None:
+        await self.log_start(task if isinstance(task, str) else None, model=self.options.model,
+                             endpoint=str(getattr(client, "base_url", "") or ""))
+
+    async def log_start(self, task: str | None, *, model: str | None, endpoint: str, **fields: Any) -> None:
         """What the run is, for whoever reads its log later (the session report's header):
-        the task, the model and endpoint, the policy file and its hash, where things run."""
+        the task, the model and endpoint, the policy file and its hash, where things run;
+        ``fields`` add to them (or replace them: another front-end's placement)."""
         opts, session = self.options, self.toolbox.session
         runtime = getattr(session, "runtime_in_force", None)
         layers = self.engine.loaded.layers
-        self.log.event(
-            "start", 0, task=task if isinstance(task, str) else None, model=opts.model,
-            endpoint=str(getattr(client, "base_url", "") or ""),
-            policy={"path": layers[-1].name if layers else str(opts.policy or "default"),
-                    "sha256": self.engine.sha256},
-            placement=opts.browser, backend=type(session).__name__,
-            runtime=await asyncio.to_thread(runtime) if callable(runtime) else None)
+        record: dict[str, Any] = {
+            "task": task, "model": model, "endpoint": endpoint,
+            "policy": {"path": layers[-1].name if layers else str(opts.policy or "default"),
+                       "sha256": self.engine.sha256},
+            "placement": opts.browser, "backend": type(session).__name__,
+            "runtime": await asyncio.to_thread(runtime) if callable(runtime) else None}
+        self.log.event("start", 0, **{**record, **fields})
 
     async def close(self) -> None:
         """Close the browser, the session and the run's files. Idempotent."""

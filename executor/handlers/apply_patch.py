@@ -41,6 +41,7 @@ __all__ = [
     "APPLY_PATCH_CUSTOM_TOOL",
     "APPLY_PATCH_GRAMMAR",
     "ApplyPatchCallKind",
+    "apply_ops",
     "envelope_resources",
     "gate_allow",
     "gate_outcomes",
@@ -119,7 +120,7 @@ def _operation(item: ResponseApplyPatchToolCall) -> v4a.FileOp:
         raise type(exc)(f"{op.type} {op.path}: {exc}\nNo file was changed.") from exc
 
 
-async def _apply(
+async def apply_ops(
     operations: Callable[[], list[v4a.FileOp]],
     session: Session,
     *,
@@ -128,8 +129,9 @@ async def _apply(
     dry_run: bool,
     on_applied: Applied | None = None,
 ) -> tuple[bool, str]:
-    """(applied?, the text the model reads). Never raises: every call is answered, and
-    describe() names unexpected bugs too."""
+    """Parse (``operations``) and apply a patch in one transaction: (applied?, the text the
+    model reads). Never raises: every call is answered, and describe() names unexpected bugs
+    too."""
     try:
         result = await apply_operations(
             session, operations(), allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
@@ -151,7 +153,7 @@ async def handle_apply_patch_call(
     on_applied: Applied | None = None,
 ) -> ApplyPatchCallOutput:
     """Apply one ``apply_patch_call`` and build its ``apply_patch_call_output``."""
-    ok, text = await _apply(lambda: [_operation(item)], session, allow=allow,
+    ok, text = await apply_ops(lambda: [_operation(item)], session, allow=allow,
                             read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
     out: ApplyPatchCallOutput = {
         "type": "apply_patch_call_output",
@@ -181,7 +183,7 @@ async def handle_apply_patch_custom_call(
     on_applied: Applied | None = None,
 ) -> ResponseCustomToolCallOutputParam:
     """Apply the envelope patch of a custom ``apply_patch`` call; the output text tells how."""
-    _, text = await _apply(lambda: _envelope_operations(item), session, allow=allow,
+    _, text = await apply_ops(lambda: _envelope_operations(item), session, allow=allow,
                            read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
     out: ResponseCustomToolCallOutputParam = {
         "type": "custom_tool_call_output",

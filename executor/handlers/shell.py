@@ -15,7 +15,7 @@ applied per command to stdout+stderr together, keeping the head and the tail of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openai.types.responses import ResponseFunctionShellToolCall
@@ -28,13 +28,15 @@ from sandbox.base import Session, with_session_notes
 from sandloop.errors import SandloopError, describe
 from sandloop.limits import Limits
 from sandloop.results import CommandResult
-from sandloop.verdict import Decision
+from sandloop.verdict import Decision, Verdict
 
 __all__ = [
     "EXIT_BACKEND_ERROR",
     "EXIT_DENIED",
     "ShellCallKind",
     "Step",
+    "apply_length",
+    "effective_timeout_ms",
     "handle_shell_call",
     "run_steps",
     "session_unavailable",
@@ -49,11 +51,21 @@ EXIT_BACKEND_ERROR = 125  # Docker's convention for "the engine failed, not the 
 
 @dataclass(frozen=True)
 class Step:
-    """What one command produced, in the shape the wire needs."""
+    """What one command produced, in the shape the wire needs, and what the wire cannot carry
+    (other front-ends report it: the MCP server's structured results)."""
 
     stdout: str
     stderr: str
     exit_code: int | None  # None: timed out
+    #: the policy's refusal, when the command did not run because of it
+    refusal: Verdict | None = None
+    #: bytes the sandbox dropped from the middle of stdout and stderr (its per-stream cap)
+    dropped_bytes: tuple[int, int] = (0, 0)
+    #: characters cut from the middle of stdout+stderr to meet the call's max_output_length
+    dropped_chars: int = 0
+    #: not run: an earlier command of the call timed out
+    skipped: bool = False
+    duration_s: float = 0.0
 
     def wire(self) -> dict[str, Any]:
         outcome: dict[str, Any] = (
@@ -74,7 +86,9 @@ def truncate_middle(text: str, limit: int) -> str:
     return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
-def _apply_length(step: Step, limit: int | None) -> Step:
+def apply_length(step: Step, limit: int | None) -> Step:
+    """``step`` with stdout+stderr cut to ``limit`` characters (the call's max_output_length),
+    the head and tail of each kept, and how many characters were cut."""
     if limit is not None:
         limit = max(0, limit)  # a negative limit from the model means "nothing", not "everything"
     if limit is None or len(step.stdout) + len(step.stderr) <= limit:
@@ -85,7 +99,9 @@ def _apply_length(step: Step, limit: int | None) -> Step:
     if len(step.stdout) < out_budget:
         err_budget = limit - len(step.stdout)
         out_budget = len(step.stdout)
-    return Step(truncate_middle(step.stdout, out_budget), truncate_middle(step.stderr, err_budget), step.exit_code)
+    return replace(step, stdout=truncate_middle(step.stdout, out_budget),
+                   stderr=truncate_middle(step.stderr, err_budget),
+                   dropped_chars=len(step.stdout) + len(step.stderr) - limit)
 
 
 def _with_note(stderr: str, note: str) -> str:
@@ -95,14 +111,17 @@ def _with_note(stderr: str, note: str) -> str:
 
 def step_from_result(result: CommandResult, *, timeout_ms: int, memory: str | None = None) -> Step:
     stderr = result.stderr.text
+    exit_code = result.exit_code
     if result.timed_out:
-        note = f"timed out after {timeout_ms} ms; the command's processes were killed"
-        return Step(result.stdout.text, _with_note(stderr, note), None)
-    if result.oom_killed:
+        stderr = _with_note(stderr, f"timed out after {timeout_ms} ms; the command's processes were killed")
+        exit_code = None
+    elif result.oom_killed:
         stderr = _with_note(stderr, "killed: out of memory" + (f" (memory limit {memory})" if memory else ""))
     elif result.signal:
         stderr = _with_note(stderr, f"killed by signal {result.signal}")
-    return Step(result.stdout.text, stderr, result.exit_code)
+    return Step(result.stdout.text, stderr, exit_code,
+                dropped_bytes=(result.stdout.dropped_bytes, result.stderr.dropped_bytes),
+                duration_s=result.duration_s)
 
 
 def shell_call_output(call_id: str, steps: Sequence[Step], *, max_output_length: int | None = None,
@@ -112,7 +131,7 @@ def shell_call_output(call_id: str, steps: Sequence[Step], *, max_output_length:
     out: Output = {
         "type": "shell_call_output",
         "call_id": call_id,
-        "output": [_apply_length(s, max_output_length).wire() for s in steps],
+        "output": [apply_length(s, max_output_length).wire() for s in steps],
     }
     if max_output_length is not None:
         out["max_output_length"] = max_output_length
@@ -142,13 +161,15 @@ async def run_steps(
         if steps and steps[-1].exit_code is None:
             rest = len(commands) - index
             steps.extend(
-                Step("", "[sandloop] skipped: an earlier command in this call timed out", EXIT_BACKEND_ERROR)
+                Step("", "[sandloop] skipped: an earlier command in this call timed out", EXIT_BACKEND_ERROR,
+                     skipped=True)
                 for _ in range(rest)
             )
             break
         verdict = await gate.shell(command, call_id=call_id)
         if verdict.decision is not Decision.ALLOW:
-            steps.append(Step("", f"{describe_refusal(verdict.justification, verdict.rule_id)}\n", EXIT_DENIED))
+            steps.append(Step("", f"{describe_refusal(verdict.justification, verdict.rule_id)}\n", EXIT_DENIED,
+                              refusal=verdict))
             continue
         try:
             result = await session.run(
@@ -161,7 +182,7 @@ async def run_steps(
             steps.append(Step("", with_session_notes(describe(exc) + "\n", session), EXIT_BACKEND_ERROR))
             continue
         step = step_from_result(result, timeout_ms=timeout_ms, memory=memory)
-        steps.append(Step(step.stdout, with_session_notes(step.stderr, session), step.exit_code))
+        steps.append(replace(step, stderr=with_session_notes(step.stderr, session)))
         await gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
                            detail="timed out" if result.timed_out else f"exit {result.exit_code}",
                            exit_code=result.exit_code, timed_out=result.timed_out,

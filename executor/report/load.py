@@ -9,7 +9,10 @@ Sources (every one optional but the request log):
   the policy answered, keyed by ``call_id``; its chain is verified here;
 * ``screenshots/<sha256>.<ext>`` beside the request log, named by the log's
   ``screenshot:sha256:<hex>`` references;
-* ``summary.json`` in a run folder (the summary record, when the log lacks it).
+* ``summary.json`` in a run folder (the summary record, when the log lacks it);
+* ``call`` records: a call answered with no Responses exchange around it (``sandloop mcp``
+  logs each MCP tool call so, as the call item and its output in the Responses API's shapes);
+  each is shown as a turn of its own.
 
 Nothing here trusts the files: a line that is not JSON is counted and skipped, a field of the
 wrong type reads as absent, and a screenshot reference is used only when it is 64 hex digits, so
@@ -76,6 +79,7 @@ class _Log:
     requests: list[dict[str, Any]] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     others: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     start: float | None = None
@@ -102,6 +106,8 @@ def _read_log(path: Path, run_id: str | None, problems: list[str]) -> _Log:
             log.responses.append(record)
         elif kind == "error":
             log.errors.append(record)
+        elif kind == "call" and isinstance(record.get("item"), dict):
+            log.calls.append(record)
         elif kind == "summary":
             log.summary = record
         else:
@@ -431,6 +437,10 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
     if decisions.policy_sha256:
         meta.setdefault("policy_sha256", decisions.policy_sha256)
     outputs, notes = _outputs(log.requests)
+    for record in log.calls:
+        output = record.get("output")
+        if isinstance(output, dict) and (key := output_key(output)) is not None:
+            outputs.setdefault(key, output)
     turn_records, call_records = _summary_records(result)
     stop = (as_str((result or {}).get("reason")), as_str((result or {}).get("detail")))
     ctx = _Context(outputs, decisions, call_records, stop)
@@ -452,6 +462,11 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
         if turn.status not in (None, "completed"):
             why = body.get("incomplete_details") or body.get("error")
             turn.entries.append(Note(f"response {turn.status}: {pretty(why)}", "error"))
+    for record in log.calls:
+        index = as_int(record.get("turn")) or len(turns) + 1
+        turn = turns.setdefault(index, Turn(index, status=f"{as_str(record.get('tool')) or 'tool'} call"))
+        turn.tools_s = as_num(record.get("duration_s"))
+        turn.entries.append(_call(record["item"], index, ctx))
     for record in log.errors:
         index = as_int(record.get("turn")) or len(turns) + 1
         turn = turns.setdefault(index, Turn(index))
@@ -463,7 +478,8 @@ def load_run(target: Path | str | None = None, *, run_id: str | None = None,
             turns[index].entries.extend(Note(t) for t in texts)
     for index, turn in turns.items():
         data = turn_records.get(index, {})
-        turn.request_s, turn.tools_s = as_num(data.get("request_s")), as_num(data.get("tools_s"))
+        turn.request_s = as_num(data.get("request_s"))
+        turn.tools_s = as_num(data.get("tools_s")) if data else turn.tools_s
         turn.retried = turn.retried or bool(data.get("retried"))
 
     # When the log is the run's own, decisions no call claims are shown apart; in a log several

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from sandbox.patch import envelope, paths, unified, v4a
+from sandbox.patch import formats, paths, v4a
 from sandbox.patch.apply import apply_operations
 from sandloop.errors import PatchParseError, SandloopError, describe
 from sandloop.files import PatchKind
@@ -81,20 +81,11 @@ def _read(source: str) -> str:
         raise PatchParseError(f"{name} is not valid UTF-8 (byte {exc.start})") from None
 
 
-def _patch_operations(text: str, fmt: str) -> list[v4a.FileOp]:
-    if fmt == "auto":
-        fmt = "unified" if not envelope.looks_like_envelope(text) and \
-            unified.looks_like_unified(text) else "envelope"
-    return unified.parse(text) if fmt == "unified" else envelope.parse(text)
-
-
 async def _apply(args: argparse.Namespace) -> str:
     from sandbox.local import LocalSession  # the host back-end, only needed when running
 
-    if args.op is not None:
-        ops = [_api_operation(_read(args.op))]
-    else:
-        ops = _patch_operations(_read(args.patchfile), args.format)
+    ops = [_api_operation(_read(args.op))] if args.op is not None \
+        else formats.parse(_read(args.patchfile), args.format)
     session = await LocalSession.create(Path(args.root))
     async with session:
         result = await apply_operations(

@@ -1,0 +1,182 @@
+"""The MCP server: the official SDK's low-level ``Server`` with sandloop's tools behind it.
+
+``tools/list`` offers :func:`executor.mcp.tools.offered`; ``tools/call`` checks the arguments
+against the schema it offered, then hands the call to the connection's
+:class:`~executor.mcp.session.McpSession`. A connection is an MCP session: the stdio pipe, or
+one ``Mcp-Session-Id`` over Streamable HTTP. Its session object lives in the SDK's
+per-connection state and is closed by the connection's exit stack, which the SDK unwinds
+however the connection ends (the client closed stdin or sent DELETE, the session idled out,
+the server shut down). A server killed outright leaves its containers to the Docker back-end:
+their helper sees the attach stream close and removes them, and the next session start reaps
+whatever a dead owner left.
+
+Sessions are the handshake protocol's (MCP 2025-11-25 and earlier). The stateless 2026-07-28
+revision has no session to tie a sandbox to (nor a disconnect to remove it at), so its discovery
+probe is answered as a server of the handshake era: clients in the SDK's default ``auto`` mode,
+and every client that must talk to existing servers, fall back to the handshake.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
+
+from executor.approvals import ApprovalAnswer, ApprovalRequest
+from executor.mcp.approvals import APPROVED, Ask, question
+from executor.mcp.calls import CallAnswer
+from executor.mcp.session import McpSession, ServeOptions
+from executor.mcp.tools import ToolSpec, offered
+from policies.engine import load_policy
+from sandbox.images import package_version
+from sandloop.errors import describe
+from sandloop.text import visible
+
+__all__ = ["INSTRUCTIONS", "build_server", "serve_stdio", "tell"]
+
+INSTRUCTIONS = (
+    "sandloop: a sandboxed checkout of a repository (/workspace in a hardened container). Use "
+    "shell to inspect and test, apply_patch to edit files, and computer with navigate when a "
+    "web page is involved. A policy decides every command, file change and page request: a "
+    "refused action comes back with the rule that refused it; some need a person's approval."
+)
+
+#: the key of a connection's McpSession in the SDK's per-connection state
+_STATE_KEY = "sandloop.session"
+
+#: the form a person answers a policy prompt with (one explicit yes/no field: a client that
+#: accepts an empty form without asking cannot approve anything by accident)
+_APPROVAL_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"allow": {"type": "boolean", "title": "Allow",
+                             "description": "Allow this action (it runs inside the sandbox)"}},
+    "required": ["allow"],
+}
+
+
+def tell(text: str) -> None:
+    """A line for the operator on stderr (stdout is the protocol's on stdio)."""
+    print(f"sandloop mcp: {visible(text, one_line=True)}", file=sys.stderr, flush=True)
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    # The SDK builds a fresh ServerSession proxy per message over the connection's one
+    # `Connection` (per-connection `state` and `exit_stack`). Its migration guide says that
+    # object "is not currently reachable from ctx" and a public way is planned; until then the
+    # proxy's reference is the one way to tie a sandbox to the connection's whole life.
+    connection = getattr(ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise RuntimeError("this version of the mcp SDK does not expose the MCP connection: "
+                           "install the version sandloop[mcp] names")
+    return connection
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    params = ctx.session.client_params
+    if params is None:
+        return "an MCP client"
+    info = params.client_info
+    return f"{info.name} {info.version}".strip()
+
+
+def _session(ctx: ServerRequestContext[Any, Any], options: ServeOptions) -> McpSession:
+    connection = _connection(ctx)
+    session = connection.state.get(_STATE_KEY)
+    if not isinstance(session, McpSession):  # the connection's first tool call
+        session = McpSession(options, client=_client_name(ctx), tell=tell)
+        connection.state[_STATE_KEY] = session
+        connection.exit_stack.push_async_callback(session.close)
+    return session
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> Ask:
+    """Questions raised by this request, asked through MCP elicitation on it — or refused when
+    the client declared it cannot answer one."""
+    session, request_id = ctx.session, ctx.request_id
+
+    async def ask(request: ApprovalRequest) -> ApprovalAnswer:
+        capabilities = session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            return ApprovalAnswer(False, "denied: the MCP client does not support elicitation, so no "
+                                         "person can be asked")
+        try:
+            result = await session.elicit_form(question(request), _APPROVAL_FORM, related_request_id=request_id)
+        except Exception as exc:  # the client failed to ask: nobody said yes
+            return ApprovalAnswer(False, f"denied: asking through MCP elicitation failed ({describe(exc)})")
+        if result.action == "accept" and (result.content or {}).get("allow") is True:
+            return ApprovalAnswer(True, APPROVED)
+        how = "declined" if result.action == "accept" else result.action
+        return ApprovalAnswer(False, f"denied through MCP elicitation ({how})")
+
+    return ask
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(name=spec.name, title=spec.title, description=spec.description,
+                      input_schema=spec.input_schema, output_schema=spec.output_schema,
+                      annotations=types.ToolAnnotations(title=spec.title, **spec.annotations))
+
+
+def _result(answer: CallAnswer) -> types.CallToolResult:
+    content: list[types.ContentBlock] = [types.TextContent(text=answer.text)]
+    if answer.png is not None:
+        content.append(types.ImageContent(data=base64.b64encode(answer.png).decode("ascii"), mime_type="image/png"))
+    return types.CallToolResult(content=content, structured_content=answer.structured, is_error=answer.is_error)
+
+
+def _invalid(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(spec.input_schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"invalid arguments for {spec.name}: {where}: {error.message}"
+
+
+def build_server(options: ServeOptions) -> Server[Any]:
+    """The server for ``options``. The policy is loaded here, so a policy that does not load is
+    a one-line error before any client connects (each session loads it again when it opens)."""
+    policy = load_policy(options.policy).policy
+    specs = {spec.name: spec for spec in offered(options.browser, policy)}
+    tools = [_tool(spec) for spec in specs.values()]
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            return types.CallToolResult(content=[types.TextContent(
+                text=f"unknown tool {params.name!r}: this server offers {', '.join(specs)}")], is_error=True)
+        arguments = dict(params.arguments or {})
+        problem = _invalid(spec, arguments)
+        if problem is not None:
+            return types.CallToolResult(content=[types.TextContent(text=problem)], is_error=True)
+        session = _session(ctx, options)
+        return _result(await session.call(spec.name, arguments, _asker(ctx)))
+
+    return Server("sandloop", version=package_version(), title="sandloop",
+                  description="A sandboxed checkout with a policy in front: shell, apply_patch, computer",
+                  instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(options: ServeOptions, *, ready: Callable[[], None] | None = None) -> None:
+    """Serve one MCP session over this process's stdin and stdout until the client closes it."""
+    server = build_server(options)
+    async with stdio_server() as (read_stream, write_stream):
+        if ready is not None:
+            ready()
+        # The handshake-only loop (see the module docstring): a 2026-07-28 discovery probe is
+        # answered "method not found", and the client falls back to `initialize`.
+        await serve_loop(server, read_stream, write_stream, lifespan_state={},
+                         init_options=server.create_initialization_options())
