@@ -26,7 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from executor.mcp.server import build_server, tell
+from executor.mcp.server import Sessions, build_server, tell
 from executor.mcp.session import ServeOptions
 from sandloop.errors import ConfigError
 
@@ -150,7 +150,8 @@ async def serve_http(options: ServeOptions, bind: Bind, *, idle_timeout_s: float
     bind = Bind(bind.host, port, bind.loopback)
     host = f"[{bind.host}]" if ":" in bind.host else bind.host
     url = f"http://{host}:{port}{PATH}"
-    server = build_server(replace(options, endpoint=url))
+    sessions = Sessions(replace(options, endpoint=url))
+    server = build_server(sessions)
     app = server.streamable_http_app(streamable_http_path=PATH, host=bind.host, session_idle_timeout=idle_timeout_s,
                                      transport_security=_security(bind))
     config = uvicorn.Config(guard(app, token), lifespan="on", log_level="warning", timeout_graceful_shutdown=10)
@@ -158,4 +159,7 @@ async def serve_http(options: ServeOptions, bind: Bind, *, idle_timeout_s: float
     if TOKEN_ENV not in os.environ:
         # Printed once, here, and nowhere else: clients send it as "Authorization: Bearer …".
         tell(f"bearer token: {token}")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    try:
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        await sessions.drain()

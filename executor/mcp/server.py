@@ -18,9 +18,9 @@ and every client that must talk to existing servers, fall back to the handshake.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -41,7 +41,7 @@ from sandbox.images import package_version
 from sandloop.errors import describe
 from sandloop.text import visible
 
-__all__ = ["INSTRUCTIONS", "build_server", "serve_stdio", "tell"]
+__all__ = ["INSTRUCTIONS", "Sessions", "build_server", "serve_stdio", "tell"]
 
 INSTRUCTIONS = (
     "sandloop: a sandboxed checkout of a repository (/workspace in a hardened container). Use "
@@ -88,14 +88,35 @@ def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
     return f"{info.name} {info.version}".strip()
 
 
-def _session(ctx: ServerRequestContext[Any, Any], options: ServeOptions) -> McpSession:
-    connection = _connection(ctx)
-    session = connection.state.get(_STATE_KEY)
-    if not isinstance(session, McpSession):  # the connection's first tool call
-        session = McpSession(options, client=_client_name(ctx), tell=tell)
-        connection.state[_STATE_KEY] = session
-        connection.exit_stack.push_async_callback(session.close)
-    return session
+class Sessions:
+    """The sessions of one server: each made at its connection's first tool call, and closed
+    when the connection ends. The SDK bounds a connection's clean-up (5 s); a close that takes
+    longer (a browser container stopping) goes on, and :meth:`drain` waits for it before the
+    server exits."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def of(self, ctx: ServerRequestContext[Any, Any]) -> McpSession:
+        connection = _connection(ctx)
+        session = connection.state.get(_STATE_KEY)
+        if not isinstance(session, McpSession):  # the connection's first tool call
+            session = McpSession(self.options, client=_client_name(ctx), tell=tell)
+            connection.state[_STATE_KEY] = session
+            connection.exit_stack.push_async_callback(self._close, session)
+        return session
+
+    async def _close(self, session: McpSession) -> None:
+        task = asyncio.get_running_loop().create_task(session.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Wait for every session close still under way."""
+        while self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 def _asker(ctx: ServerRequestContext[Any, Any]) -> Ask:
@@ -141,9 +162,11 @@ def _invalid(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
     return f"invalid arguments for {spec.name}: {where}: {error.message}"
 
 
-def build_server(options: ServeOptions) -> Server[Any]:
-    """The server for ``options``. The policy is loaded here, so a policy that does not load is
-    a one-line error before any client connects (each session loads it again when it opens)."""
+def build_server(sessions: Sessions) -> Server[Any]:
+    """The server for ``sessions``' options. The policy is loaded here, so a policy that does not
+    load is a one-line error before any client connects (each session loads it again when it
+    opens)."""
+    options = sessions.options
     policy = load_policy(options.policy).policy
     specs = {spec.name: spec for spec in offered(options.browser, policy)}
     tools = [_tool(spec) for spec in specs.values()]
@@ -162,7 +185,7 @@ def build_server(options: ServeOptions) -> Server[Any]:
         problem = _invalid(spec, arguments)
         if problem is not None:
             return types.CallToolResult(content=[types.TextContent(text=problem)], is_error=True)
-        session = _session(ctx, options)
+        session = sessions.of(ctx)
         return _result(await session.call(spec.name, arguments, _asker(ctx)))
 
     return Server("sandloop", version=package_version(), title="sandloop",
@@ -170,13 +193,15 @@ def build_server(options: ServeOptions) -> Server[Any]:
                   instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio(options: ServeOptions, *, ready: Callable[[], None] | None = None) -> None:
+async def serve_stdio(options: ServeOptions) -> None:
     """Serve one MCP session over this process's stdin and stdout until the client closes it."""
-    server = build_server(options)
-    async with stdio_server() as (read_stream, write_stream):
-        if ready is not None:
-            ready()
-        # The handshake-only loop (see the module docstring): a 2026-07-28 discovery probe is
-        # answered "method not found", and the client falls back to `initialize`.
-        await serve_loop(server, read_stream, write_stream, lifespan_state={},
-                         init_options=server.create_initialization_options())
+    sessions = Sessions(options)
+    server = build_server(sessions)
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            # The handshake-only loop (see the module docstring): a 2026-07-28 discovery probe
+            # is answered "method not found", and the client falls back to `initialize`.
+            await serve_loop(server, read_stream, write_stream, lifespan_state={},
+                             init_options=server.create_initialization_options())
+    finally:
+        await sessions.drain()
