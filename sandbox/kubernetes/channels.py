@@ -10,6 +10,13 @@ refuses frames over 32 MiB). The helper sees the end of its input when the webso
 (v5 could half-close stdin with a ``[255, 0]`` message; nothing here needs it, and v4 cannot).
 The Status the server sends on the error channel when the attach ends is kept (:attr:`status`):
 it says why, and the session's account of a dead pod includes it.
+
+Reading: one blocking read of the next whole message at a time (``recv_data_frame``), never the
+library's ``update``/``read_channel`` pair. Those poll the socket and, when the channel asked
+for is empty, read ahead with another ``update``: a message that arrived while the reader went
+from one call to the next then sat in the library's channel buffer while the reader polled the
+socket for it — for ever, once nothing else was coming (the last reply of a copy-back, seen once
+as a 120 s timeout under load, and reproduced in ``tests/k8s/test_channels.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from kubernetes.stream.ws_client import (
     V5_CHANNEL_PROTOCOL,
     WSClient,
 )
+from websocket import ABNF
 
 from .cluster import Cluster, api_errors
 
@@ -57,6 +65,7 @@ class AttachStream:
         #: the Status the server sent on the error channel when the attach ended, if any
         self.status: dict[str, Any] | None = None
         self._error = b""
+        self._ended = False
 
     @property
     def protocol(self) -> str:
@@ -64,28 +73,39 @@ class AttachStream:
 
     def recv(self, n: int) -> bytes:
         while not self._buf:
-            if not self.ws.is_open():
+            if not self._receive():
                 return b""
-            try:
-                self.ws.update(timeout=None)
-            except (websocket.WebSocketException, OSError, ValueError, TypeError, AttributeError):
-                return b""  # broken, or closed under us (the library then has no socket to poll)
-            self._collect()
         out, self._buf = self._buf[:n], self._buf[n:]
         return out
 
-    def _collect(self) -> None:
-        self._buf += self.ws.read_channel(STDOUT_CHANNEL)
-        err = self.ws.read_channel(STDERR_CHANNEL)
-        if err:
-            self.stderr_tail.append(err)
+    def _receive(self) -> bool:
+        """Wait for the next message and file its payload by channel; False once the stream ended."""
+        if self._ended:
+            return False
+        try:
+            opcode, frame = self.ws.sock.recv_data_frame(True)  # answers a ping itself
+        except (websocket.WebSocketException, OSError, ValueError, TypeError, AttributeError):
+            opcode, frame = ABNF.OPCODE_CLOSE, None  # broken, or closed under us
+        if opcode == ABNF.OPCODE_CLOSE:
+            self._ended = True
+            return False
+        data = frame.data if opcode in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) else b""
+        data = data.encode() if isinstance(data, str) else bytes(data)
+        if not data:
+            return True  # a ping or pong, or the empty message that opens the stream
+        channel, payload = data[0], data[1:]
+        if channel == STDOUT_CHANNEL:
+            self._buf += payload
+        elif channel == STDERR_CHANNEL and payload:
+            self.stderr_tail.append(payload)
             del self.stderr_tail[:-20]
-            log.debug("%s stderr: %s", self.name, err.decode(errors="replace").rstrip())
-        self._error += self.ws.read_channel(ERROR_CHANNEL)
-        if self._error:
+            log.debug("%s stderr: %s", self.name, payload.decode(errors="replace").rstrip())
+        elif channel == ERROR_CHANNEL:
+            self._error += payload
             with contextlib.suppress(ValueError):
                 status = json.loads(self._error)
                 self.status = status if isinstance(status, dict) else None
+        return True  # v5's close of a channel, or a channel we did not ask for: nothing to keep
 
     def send(self, data: bytes) -> None:
         view = memoryview(data)
@@ -97,7 +117,7 @@ class AttachStream:
         return b"".join(self.stderr_tail).decode(errors="replace")[-800:].strip()
 
     def close(self) -> None:
-        """Wake the reader (a blocked poll) and drop the connection."""
+        """Wake the reader (a blocked read) and drop the connection."""
         sock = getattr(self.ws.sock, "sock", None)
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
