@@ -1,7 +1,7 @@
 """The Kubernetes back-end against Docker direct, in one run, on this machine (no cluster: the
-fake API server of :mod:`sandbox.kubernetes.fake`, whose pods are Docker containers — so the
-difference is the back-end's own path: the kubernetes client, the attach websocket through an
-API server, and the pod's helper).
+fake API server of :mod:`tests.k8s.fake`, imported from the checkout, whose pods are Docker
+containers — so the difference is the back-end's own path: the kubernetes client, the attach
+websocket through an API server, and the pod's helper).
 
 1. Per-command latency: interleaved rounds of ``echo hi`` through a KubernetesSession and a
    DockerSession (same image, same limits). Target: median ≤ 3× Docker direct.
@@ -37,9 +37,9 @@ from bench.report import judge, median, rounds, spread, timed  # noqa: E402
 from sandbox import images  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSession  # noqa: E402
 from sandbox.kubernetes import sync  # noqa: E402
-from sandbox.kubernetes.fake import FakeKubernetes  # noqa: E402
 from sandbox.kubernetes.options import KubernetesOptions  # noqa: E402
 from sandbox.kubernetes.session import KubernetesSession  # noqa: E402
+from tests.k8s.fake import FakeKubernetes  # noqa: E402
 
 
 def checkout(root: Path, dirs: int, per_dir: int) -> None:

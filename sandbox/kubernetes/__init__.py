@@ -12,8 +12,10 @@ websocket (``v5.channel.k8s.io``, falling back to ``v4``) and speaks the helper'
 * :mod:`.cluster` — the REST calls, through the official ``kubernetes`` client;
 * :mod:`.channels` — the attach websocket as a byte stream (channel bytes, v5 close);
 * :mod:`.sync` — the workspace copied in at start and changes copied back;
-* :mod:`.egress`, :mod:`.warmpool`, :mod:`.session`, :mod:`.backend`;
-* :mod:`.fake` — a loopback fake API server whose pods are local Docker containers (tests, bench).
+* :mod:`.egress`, :mod:`.warmpool`, :mod:`.session`, :mod:`.backend`.
+
+Its tests and bench run against a fake API server that is not part of this package
+(``tests/k8s/fake`` in the checkout).
 
 Only :mod:`.cluster`, :mod:`.channels` and :mod:`.warmpool` import the optional ``kubernetes``
 client, and the modules above them through them (``pip install 'sandloop[kubernetes]'``).

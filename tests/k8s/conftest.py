@@ -1,4 +1,4 @@
-"""The Kubernetes back-end's tests run against the fake API server (:mod:`sandbox.kubernetes.fake`,
+"""The Kubernetes back-end's tests run against the fake API server (:mod:`tests.k8s.fake`,
 pods backed by local Docker containers) — or, with ``SANDLOOP_K8S_CONTEXT`` set (``make
 test-k8s``), against that real cluster: the same tests, except those marked ``fake_only``, which
 reach behind the API (killing a pod's container, playing an old API server)."""
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from sandbox.docker import DockerConfig
-from sandbox.kubernetes.fake import FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
+from tests.k8s.fake import FakeKubernetes
 
 #: a kubeconfig context naming a real cluster: the back-end tests run there instead
 REAL_CONTEXT = os.environ.get("SANDLOOP_K8S_CONTEXT")

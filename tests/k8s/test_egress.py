@@ -17,9 +17,9 @@ from sandbox import images
 from sandbox.docker import DockerConfig
 from sandbox.egress import EgressDecision
 from sandbox.kubernetes.cluster import Cluster, pod_running
-from sandbox.kubernetes.fake import FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
+from tests.k8s.fake import FakeKubernetes
 
 pytestmark = [pytest.mark.docker, pytest.mark.fake_only]
 

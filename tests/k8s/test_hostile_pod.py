@@ -16,10 +16,10 @@ from sandbox.docker import DockerConfig
 from sandbox.helper import wire
 from sandbox.helper.client import HelperClient
 from sandbox.kubernetes import sync
-from sandbox.kubernetes.fake import FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
 from sandloop.errors import SandboxError
+from tests.k8s.fake import FakeKubernetes
 
 pytestmark = [pytest.mark.docker]
 

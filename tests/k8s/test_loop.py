@@ -14,9 +14,9 @@ import pytest
 
 from executor.cli import main
 from executor.testing import FakeResponsesServer, ScriptedModel, apply_patch_call, message, shell_call, update_file
-from sandbox.kubernetes.fake import FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
 from tests.k8s.conftest import policy_file
+from tests.k8s.fake import FakeKubernetes
 
 pytestmark = [pytest.mark.docker, pytest.mark.fake_only]
 

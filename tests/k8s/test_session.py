@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from sandbox.docker import DockerConfig
-from sandbox.kubernetes.fake import V4, V5, FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
 from sandloop.errors import SandboxError, SandboxUnavailable
+from tests.k8s.fake import V4, V5, FakeKubernetes
 
 pytestmark = [pytest.mark.docker]
 

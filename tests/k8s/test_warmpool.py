@@ -13,11 +13,11 @@ import pytest
 from executor.k8s_cli import manifest
 from sandbox.docker import DockerConfig
 from sandbox.kubernetes.cluster import Cluster
-from sandbox.kubernetes.fake import FakeKubernetes
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
 from sandbox.kubernetes.warmpool import GROUP, VERSION
 from tests.k8s.conftest import policy_file
+from tests.k8s.fake import FakeKubernetes
 
 pytestmark = [pytest.mark.docker, pytest.mark.fake_only]
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,10 @@ def _run(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
 
 
 def test_the_wheel_carries_its_own_files(installed: Path, tmp_path: Path) -> None:
+    names = zipfile.ZipFile(next(installed.parents[2].glob("sandloop-*.whl"))).namelist()
+    assert "sandbox/kubernetes/session.py" in names and "executor/testing/__init__.py" in names
+    # Test infrastructure stays in the checkout: the fake Kubernetes API server among it.
+    assert not [n for n in names if n.startswith("tests/") or n.startswith("sandbox/kubernetes/fake/")]
     python = installed.parent / "python"
     done = subprocess.run([str(python), "-c", "import executor, sandbox; print(executor.__file__, sandbox.__file__)"],
                           cwd=tmp_path, capture_output=True, text=True, check=True)

@@ -2,8 +2,8 @@
 
 It speaks the REST paths the back-end uses — pods (create, get, list, watch, delete),
 NetworkPolicies, SelfSubjectAccessReviews, RuntimeClasses, ``/version`` and, when asked, the
-agent-sandbox CRDs (:mod:`.sandboxes`) — with the real shapes (``Status`` errors, chunked
-watch streams of JSON lines from a resourceVersion, 410 for one too old), and attach over a
+agent-sandbox CRDs (:mod:`.sandboxes`) — with the real shapes (:mod:`.rest`: ``Status`` errors,
+chunked watch streams of JSON lines from a resourceVersion, 410 for one too old), and attach over a
 websocket with the real framing: ``v5.channel.k8s.io`` / ``v4.channel.k8s.io`` chosen in the
 client's order (403 when none fits), a channel byte on every binary message, the empty stdout
 message on connect, v5's ``[255, ch]`` half-close, the final Status on channel 3 and a close
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import datetime
 import json
 import secrets
 import socket
@@ -35,25 +34,16 @@ import docker
 from aiohttp import WSMsgType, web
 
 from .pods import DockerPods
-from .store import Event, Store, label_match, parse_selector
+from .rest import Obj, get, list_or_watch, now, status
+from .sandboxes import Controller
+from .store import Store, label_match
 
 __all__ = ["FakeKubernetes"]
 
-Obj = dict[str, Any]
 V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
 NP_GROUP = "networking.k8s.io"
 #: How the fake cuts the stream it forwards: arbitrarily, like io.Copy, so clients re-assemble.
 CHUNK = 16384
-
-
-def status(code: int, reason: str, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "code": code}
-    return web.json_response(body, status=code)
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class FakeKubernetes:
@@ -94,7 +84,7 @@ class FakeKubernetes:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
-        self._controller: Any = None
+        self._controller = Controller(self.store, self)
         self._tmp = tempfile.TemporaryDirectory(prefix="sandloop-fake-k8s-")
 
     # --- life ----------------------------------------------------------------------------
@@ -145,9 +135,6 @@ class FakeKubernetes:
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else 0
-        from .sandboxes import Controller
-
-        self._controller = Controller(self)
         self._ready.set()
         try:
             loop.run_forever()
@@ -194,22 +181,23 @@ class FakeKubernetes:
         if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[2] == "namespaces" and parts[4] == "pods":
             ns = parts[3]
             if len(parts) == 5:
-                return await (self._create_pod(request, ns) if method == "POST" else self._list(request, "pods", ns))
+                return await (self._create_pod(request, ns) if method == "POST"
+                              else list_or_watch(request, self.store, "pods", ns))
             name = parts[5]
             if len(parts) == 7 and parts[6] == "attach" and method == "GET":
                 return await self._attach(request, ns, name)
             if len(parts) == 6 and method == "GET":
-                return self._get("pods", ns, name)
+                return get(self.store, "pods", ns, name)
             if len(parts) == 6 and method == "DELETE":
                 return await self._delete_pod(ns, name)
         if parts[:3] == ["apis", NP_GROUP, "v1"] and len(parts) >= 6 and parts[5] == "networkpolicies":
             ns = parts[4]
             if len(parts) == 6:
                 return await (self._create_policy(request, ns) if method == "POST"
-                              else self._list(request, "networkpolicies", ns))
+                              else list_or_watch(request, self.store, "networkpolicies", ns))
             if method == "DELETE":
                 return await self._delete_policy(ns, parts[6])
-            return self._get("networkpolicies", ns, parts[6])
+            return get(self.store, "networkpolicies", ns, parts[6])
         if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] and method == "POST":
             return await self._access_review(request)
         if parts[:4] == ["apis", "node.k8s.io", "v1", "runtimeclasses"] and len(parts) == 5:
@@ -218,80 +206,11 @@ class FakeKubernetes:
                 return status(404, "NotFound", f'runtimeclasses.node.k8s.io "{parts[4]}" not found')
             return web.json_response({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                                       "metadata": {"name": parts[4]}, "handler": handler})
-        if self._controller is not None and self.agent_sandbox:
-            answer: web.StreamResponse | None = await self._controller.route(request, parts)
+        if self.agent_sandbox:
+            answer = await self._controller.route(request, parts)
             if answer is not None:
                 return answer
         return status(404, "NotFound", f"the server could not find the requested resource ({method} {request.path})")
-
-    def _get(self, resource: str, ns: str, name: str) -> web.Response:
-        obj = self.store.get(resource, ns, name)
-        if obj is None:
-            return status(404, "NotFound", f'{resource} "{name}" not found')
-        return web.json_response(obj)
-
-    async def _list(self, request: web.Request, resource: str, ns: str | None,
-                    kind: str = "", api_version: str = "v1") -> web.StreamResponse:
-        selector = parse_selector(request.query.get("labelSelector"))
-        field = request.query.get("fieldSelector") or ""
-        name = field.split("=", 1)[1] if field.startswith("metadata.name=") else None
-        if request.query.get("watch") in ("true", "1"):
-            return await self._watch(request, resource, ns, selector, name)
-        items = self.store.list(resource, ns, selector, name)
-        kind = kind or {"pods": "PodList", "networkpolicies": "NetworkPolicyList"}.get(resource, "List")
-        return web.json_response({"apiVersion": api_version, "kind": kind,
-                                  "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
-
-    async def _watch(self, request: web.Request, resource: str, ns: str | None,
-                     selector: list[tuple[str, str | None]], name: str | None) -> web.StreamResponse:
-        rv_text = request.query.get("resourceVersion") or "0"
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
-        since = int(rv_text) if rv_text.isdigit() else 0
-
-        def wanted(event: Event) -> bool:
-            meta = event.obj.get("metadata") or {}
-            return (event.resource == resource and (ns is None or event.namespace == ns)
-                    and (name is None or meta.get("name") == name)
-                    and label_match(meta.get("labels") or {}, selector))
-
-        queue = self.store.subscribe()  # before reading the history: nothing falls in between
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-
-        async def send(kind: str, obj: Obj) -> None:
-            await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
-
-        try:
-            if since == 0:
-                for obj in self.store.list(resource, ns, selector, name):
-                    await send("ADDED", obj)
-                since = self.store.rv
-            elif self.store.history and since < self.store.history[0].rv - 1:
-                await send("ERROR", {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
-                                     "message": f"too old resource version: {since}", "code": 410})
-                return response
-            else:
-                for event in [e for e in self.store.history if e.rv > since]:
-                    if wanted(event):
-                        await send(event.type, event.obj)
-                since = self.store.rv
-            loop = asyncio.get_running_loop()
-            end = loop.time() + timeout
-            while (left := end - loop.time()) > 0:
-                try:
-                    event = await asyncio.wait_for(queue.get(), left)
-                except TimeoutError:
-                    break
-                if event.rv > since and wanted(event):
-                    await send(event.type, event.obj)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.store.unsubscribe(queue)
-        with contextlib.suppress(ConnectionResetError):
-            await response.write_eof()
-        return response
 
     async def _access_review(self, request: web.Request) -> web.Response:
         review = await request.json()
@@ -436,7 +355,7 @@ class FakeKubernetes:
                                                                 "message": str(exc)}})
             return
         ip = await asyncio.to_thread(self.pods.ip, cid, networks)
-        self._set_state(ns, name, "Running", {"running": {"startedAt": _now()}}, ip=ip)
+        self._set_state(ns, name, "Running", {"running": {"startedAt": now()}}, ip=ip)
         deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
         waiter = asyncio.ensure_future(asyncio.to_thread(self.pods.wait, cid))
         done, _ = await asyncio.wait({waiter}, timeout=float(deadline) if deadline else None)
@@ -449,7 +368,7 @@ class FakeKubernetes:
         code, oom = waiter.result()
         self._set_state(ns, name, "Succeeded" if code == 0 else "Failed",
                         {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
-                                        "Completed" if code == 0 else "Error", "finishedAt": _now()}})
+                                        "Completed" if code == 0 else "Error", "finishedAt": now()}})
 
     async def delete_pod(self, ns: str, name: str) -> None:
         await self._delete_pod(ns, name)

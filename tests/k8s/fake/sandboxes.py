@@ -14,27 +14,36 @@ from __future__ import annotations
 import asyncio
 import copy
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from aiohttp import web
 
-from ..manifest import SANDBOX_EXT_GROUP, SANDBOX_GROUP, SANDBOX_VERSION
+from sandbox.kubernetes.manifest import SANDBOX_EXT_GROUP, SANDBOX_GROUP, SANDBOX_VERSION
 
-if TYPE_CHECKING:
-    from .server import FakeKubernetes
+from .rest import Obj, list_or_watch, status
+from .store import Store
 
-__all__ = ["Controller"]
-
-Obj = dict[str, Any]
+__all__ = ["Controller", "Pods"]
 KINDS = {"sandboxtemplates": "SandboxTemplate", "sandboxwarmpools": "SandboxWarmPool",
          "sandboxclaims": "SandboxClaim", "sandboxes": "Sandbox"}
 POD_NAME = "agents.x-k8s.io/pod-name"
 
 
+class Pods(Protocol):
+    """What the controller asks of the server: the pods behind its sandboxes (the server runs
+    them; the controller only says which, and which labels they carry)."""
+
+    def create_pod(self, ns: str, body: Obj) -> Obj | web.Response: ...
+
+    async def relabel_pod(self, ns: str, name: str, labels: dict[str, str]) -> None: ...
+
+    async def delete_pod(self, ns: str, name: str) -> None: ...
+
+
 class Controller:
-    def __init__(self, server: FakeKubernetes) -> None:
-        self.server = server
-        self.store = server.store
+    def __init__(self, store: Store, pods: Pods) -> None:
+        self.store = store
+        self.pods = pods
         self.claimed: set[tuple[str, str]] = set()  # sandboxes a claim adopted
 
     async def route(self, request: web.Request, parts: list[str]) -> web.StreamResponse | None:
@@ -44,13 +53,11 @@ class Controller:
         group, ns, plural = parts[1], parts[4], parts[5]
         if plural not in KINDS or group != (SANDBOX_GROUP if plural == "sandboxes" else SANDBOX_EXT_GROUP):
             return None
-        from .server import status
-
         if len(parts) == 6:
             if request.method == "POST" and plural != "sandboxes":
                 return await self._create(ns, plural, await request.json())
-            return await self.server._list(request, plural, ns, kind=KINDS[plural] + "List",
-                                           api_version=f"{group}/{SANDBOX_VERSION}")
+            return await list_or_watch(request, self.store, plural, ns, kind=KINDS[plural] + "List",
+                                       api_version=f"{group}/{SANDBOX_VERSION}")
         name = parts[6]
         obj = self.store.get(plural, ns, name)
         if obj is None:
@@ -63,8 +70,6 @@ class Controller:
         return web.json_response(obj)
 
     async def _create(self, ns: str, plural: str, body: Obj) -> web.Response:
-        from .server import status
-
         name = (body.get("metadata") or {}).get("name")
         if not name:
             return status(422, "Invalid", f"{KINDS[plural]} is invalid: metadata.name: Required value")
@@ -96,7 +101,7 @@ class Controller:
                "metadata": {"name": name, "labels": labels,
                             "annotations": (pod_template.get("metadata") or {}).get("annotations", {})},
                "spec": pod_template["spec"]}
-        self.server.create_pod(ns, pod)
+        self.pods.create_pod(ns, pod)
         return name
 
     def _ready(self, ns: str, name: str) -> bool:
@@ -130,7 +135,7 @@ class Controller:
         finally:
             self.store.unsubscribe(queue)
         labels = ((spec.get("additionalPodMetadata") or {}).get("labels")) or {}
-        await self.server.relabel_pod(ns, chosen, labels)
+        await self.pods.relabel_pod(ns, chosen, labels)
         self.store.update("sandboxes", ns, chosen,
                           lambda s: s["metadata"].setdefault("annotations", {}).update({POD_NAME: chosen}))
 
@@ -153,4 +158,4 @@ class Controller:
             self.claimed.discard((ns, sandbox))
             self.store.remove("sandboxes", ns, sandbox)
             if self.store.get("pods", ns, sandbox) is not None:
-                await self.server.delete_pod(ns, sandbox)
+                await self.pods.delete_pod(ns, sandbox)
