@@ -26,6 +26,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -86,6 +87,10 @@ class FakeKubernetes:
         self._ready = threading.Event()
         self._controller = Controller(self.store, self)
         self._tmp = tempfile.TemporaryDirectory(prefix="sandloop-fake-k8s-")
+        # Each running pod has a thread blocked in its container's wait, for the pod's whole life:
+        # in the loop's default executor (6 threads on 2 cores) six pods would leave no thread for
+        # any other Docker call — no pod created, attached or deleted again.
+        self._waits = ThreadPoolExecutor(max_workers=256, thread_name_prefix="fake-k8s-wait")
 
     # --- life ----------------------------------------------------------------------------
 
@@ -111,7 +116,8 @@ class FakeKubernetes:
             loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(30)
-        self.pods.remove_everything()
+        self.pods.remove_everything()  # which ends every container's wait
+        self._waits.shutdown(wait=False)
         self._tmp.cleanup()
 
     async def _shutdown(self) -> None:
@@ -357,7 +363,7 @@ class FakeKubernetes:
         ip = await asyncio.to_thread(self.pods.ip, cid, networks)
         self._set_state(ns, name, "Running", {"running": {"startedAt": now()}}, ip=ip)
         deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-        waiter = asyncio.ensure_future(asyncio.to_thread(self.pods.wait, cid))
+        waiter = asyncio.get_running_loop().run_in_executor(self._waits, self.pods.wait, cid)
         done, _ = await asyncio.wait({waiter}, timeout=float(deadline) if deadline else None)
         if not done:
             await asyncio.to_thread(self.pods.kill, cid)
