@@ -62,7 +62,8 @@ def _pod(name: str, image: str) -> dict[str, Any]:
                                      "stdin": True, "stdinOnce": True,
                                      "securityContext": {"runAsUser": 1000, "runAsNonRoot": True,
                                                          "allowPrivilegeEscalation": False,
-                                                         "capabilities": {"drop": ["ALL"]}}}]}}
+                                                         "capabilities": {"drop": ["ALL"]},
+                                                         "seccompProfile": {"type": "RuntimeDefault"}}}]}}
 
 
 def _read(recv: Callable[[int], bytes], want: int, into: bytearray) -> None:
