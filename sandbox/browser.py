@@ -81,7 +81,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from sandbox import keys as keymap
+from sandbox.computer import keys as keymap
 from sandbox.base import Closing
 from sandloop.errors import NotAnAddress, SandboxUnavailable, UnknownKey
 from sandloop.matching import ip_literal

@@ -1,4 +1,8 @@
-"""The one table that turns the key names models send into Playwright key names.
+"""The one table that turns the key names models send into canonical key names.
+
+The canonical names are the UI Events ``KeyboardEvent.key`` values (``Control``, ``Enter``,
+``ArrowLeft``, ``a``): what Playwright's keyboard takes as they are, and what any other
+placement translates once (an X server's keysyms, say) instead of reading the models' dialects.
 
 Models write keys in many dialects: xdotool (``Return``, ``Page_Down``, ``Control_L``), DOM
 (``ArrowLeft``, ``PageDown``), shouty shorthand (``CTRL``, ``ESC``, ``PGDN``) and platform words
@@ -16,7 +20,7 @@ from sandloop.errors import UnknownKey
 
 __all__ = ["MODIFIERS", "chord", "normalize_key", "split_chord"]
 
-# canonical spelling -> Playwright key name (https://playwright.dev/python/docs/api/class-keyboard)
+# canonical spelling -> UI Events key value (the names Playwright's keyboard takes)
 _TABLE: dict[str, str] = {
     # modifiers
     "CTRL": "Control", "CONTROL": "Control", "CTL": "Control",
@@ -57,7 +61,7 @@ _TABLE: dict[str, str] = {
 }
 _TABLE.update({f"F{n}": f"F{n}" for n in range(1, 25)})
 
-#: Playwright names of the keys that modify others (held, not typed).
+#: The keys that modify others (held, not typed).
 MODIFIERS = frozenset({"Control", "Meta", "Alt", "AltGraph", "Shift"})
 
 # xdotool's left/right variants (Control_L, Shift_R, Super_L) mean the same key for a page.
@@ -66,7 +70,7 @@ _SEPARATORS = re.compile(r"[_\- ]")
 
 
 def normalize_key(name: str) -> str:
-    """One key name as a model wrote it -> the Playwright key name. Raises UnknownKey."""
+    """One key name as a model wrote it -> its canonical name. Raises UnknownKey."""
     if len(name) == 1:  # a single character is the key that types it (" " is Space)
         return "Space" if name == " " else name
     upper = name.strip().upper()
@@ -94,7 +98,7 @@ def split_chord(text: str) -> list[str]:
 
 
 def chord(keys: Sequence[str] | str) -> list[str]:
-    """The Playwright key names of a chord, in press order (release is the reverse).
+    """The canonical key names of a chord, in press order (release is the reverse).
 
     Accepts a list (``["CTRL", "A"]``), a ``+``-joined string (``"CTRL+A"``) or a list mixing
     both. With a non-Shift modifier held, letters are sent lower case so ``CTRL+A`` is

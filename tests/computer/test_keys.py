@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.keys import MODIFIERS, chord, normalize_key, split_chord
+from sandbox.computer.keys import MODIFIERS, chord, normalize_key, split_chord
 from sandloop.errors import UnknownKey
 
 FORMS = {
