@@ -39,7 +39,7 @@ from playwright.async_api import Page, Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sandbox.browser as browser_module
+import sandbox.computer.screen as screen_module
 from bench.report import QUICK, judge, median, rounds
 from executor.handlers.computer import handle_computer_call
 from sandbox.browser import BrowserConfig, PlaywrightBrowser, docker_available, open_browser
@@ -82,7 +82,7 @@ async def _fetch_on_host(route: Route) -> None:
 async def _raw_page(browser: PlaywrightBrowser, url: str) -> Page:
     """A plain page in sandloop's Chromium, made like sandloop's (minus sandloop's own work)."""
     assert browser._browser is not None
-    width, height = browser.viewport
+    width, height = browser.screen
     context = await browser._browser.new_context(
         viewport={"width": width, "height": height}, device_scale_factor=1,
         accept_downloads=False, service_workers="block")
@@ -193,7 +193,7 @@ async def _breakdown(browser: PlaywrightBrowser, raw: Page, n: int) -> None:
     ph, ph_raw = _Phases(), _Phases()
     page = browser._page
     assert page is not None
-    size = browser_module._png_size
+    size = screen_module.png_size
     # instance attributes that shadow the methods for this pass only (deleted again below)
     patches: list[tuple[object, str, _Phases, str]] = [
         (browser, "_do", ph, "action"), (browser, "_settle", ph, "settle"), (browser, "_recheck", ph, "recheck"),
@@ -203,14 +203,14 @@ async def _breakdown(browser: PlaywrightBrowser, raw: Page, n: int) -> None:
     try:
         for target, attribute, phases, name in patches:
             setattr(target, attribute, phases.wrap_async(name, getattr(target, attribute)))
-        browser_module._png_size = ph.wrap("size check", size)
+        screen_module.png_size = ph.wrap("size check", size)
         ours, theirs = _sides(browser, raw)
         await _alternate(lambda: ph.round(ours), lambda: ph_raw.round(theirs), n)
     finally:
         for target, attribute, _, _ in patches:
             with suppress(AttributeError):
                 delattr(target, attribute)
-        browser_module._png_size = size
+        screen_module.png_size = size
     mine, plain = ph.medians(_ours_steps, WARM_UP), ph_raw.medians(_raw_steps, WARM_UP)
     print(f"  where the time goes (medians of {n} instrumented rounds, ms; a 60 Hz frame is 16.7 ms):")
     for label, steps in (("sandloop", mine), ("raw", plain)):

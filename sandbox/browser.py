@@ -36,14 +36,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import base64
 import html
 import inspect
-import io
 import ipaddress
 import json
 import logging
-import math
 import re
 import shlex
 import shutil
@@ -52,15 +49,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
-from openai.types.responses import computer_action as ca
-from PIL import Image
 from playwright.async_api import Browser as PWBrowser
 from playwright.async_api import (
     BrowserContext,
@@ -75,15 +70,17 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
-from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from sandbox.computer import keys as keymap
-from sandbox.base import Closing
-from sandloop.errors import NotAnAddress, SandboxUnavailable, UnknownKey
+from sandbox.computer import notes as say
+from sandbox.computer.actions import Action, ActionLike, moves_content, validate
+from sandbox.computer.base import Computer
+from sandbox.computer.input import Button, perform_action
+from sandbox.computer.screen import Screenshot, Size, declared, fitted, scale
+from sandloop.errors import NotAnAddress, SandboxUnavailable
 from sandloop.matching import ip_literal
 from sandloop.verdict import Decision, Verdict
 
@@ -101,11 +98,9 @@ __all__ = [
 
 log = logging.getLogger("sandloop.browser")
 
-Size = tuple[int, int]
 #: The domain rules: a verdict, or an awaitable one (a gate that may ask a human and records
 #: every decision).
 UrlCheck = Callable[[str], Verdict | Awaitable[Verdict]]
-ActionLike = BaseModel | Mapping[str, Any]
 
 DEFAULT_VIEWPORT: Size = (1280, 800)
 # Flags both placements pass: nothing phones home, nothing updates itself, scrolling is
@@ -130,17 +125,6 @@ _MOUSE_BUTTONS: dict[str, Literal["left", "right", "middle"]] = {
     "left": "left",
     "right": "right",
     "wheel": "middle",
-}
-_ACTIONS: dict[str, type[BaseModel]] = {
-    "click": ca.Click,
-    "double_click": ca.DoubleClick,
-    "drag": ca.Drag,
-    "move": ca.Move,
-    "scroll": ca.Scroll,
-    "keypress": ca.Keypress,
-    "type": ca.Type,
-    "wait": ca.Wait,
-    "screenshot": ca.Screenshot,
 }
 # What each document tells the settle step (PlaywrightBrowser._settle), installed before the
 # page's own scripts. The host learns of a navigation from Playwright's events, but only after
@@ -281,20 +265,6 @@ class BlockedRequest:
 
 
 @dataclass(frozen=True)
-class Screenshot:
-    """One capture, already sized to the display the tool declared."""
-
-    png: bytes
-    size: Size
-    url: str
-    notes: tuple[str, ...] = ()
-
-    @property
-    def data_url(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
-
-
-@dataclass(frozen=True)
 class Navigation:
     """Where a navigate/back/forward ended, and why it did not go where asked (if so)."""
 
@@ -311,17 +281,11 @@ class Navigation:
         return "; ".join(parts)
 
 
-class Browser(Closing):
-    """A browser session: actions in, one screenshot out."""
+class Browser(Computer):
+    """A browser session: a computer whose screen is one page, which also navigates."""
 
-    viewport: Size = DEFAULT_VIEWPORT
-
-    @abc.abstractmethod
-    async def perform(self, actions: Sequence[ActionLike], *, display: Size | None = None) -> Screenshot:
-        """Run the actions in order, then capture once at ``display`` size (default: viewport)."""
-
-    async def screenshot(self, *, display: Size | None = None) -> Screenshot:
-        return await self.perform([], display=display)
+    environment = "browser"
+    screen: Size = DEFAULT_VIEWPORT
 
     @abc.abstractmethod
     async def navigate(self, url: str) -> Navigation: ...
@@ -335,14 +299,6 @@ class Browser(Closing):
     @abc.abstractmethod
     async def current_url(self) -> str: ...
 
-    @abc.abstractmethod
-    async def close(self) -> None:
-        """Release the browser (and its container). Idempotent."""
-
-
-
-class _Skip(Exception):
-    """An action that cannot run as given; the message goes to the notes."""
 
 
 class _Gone(Exception):
@@ -449,7 +405,7 @@ class PlaywrightBrowser(Browser):
 
     def __init__(self, config: BrowserConfig | None = None) -> None:
         self.config = config or BrowserConfig()
-        self.viewport = self.config.viewport
+        self.screen = self.config.viewport
         self._pw: Playwright | None = None
         self._browser: PWBrowser | None = None
         self._context: BrowserContext | None = None
@@ -489,7 +445,7 @@ class PlaywrightBrowser(Browser):
         if self._pw is None:
             self._pw = await async_playwright().start()
         self._browser = await self._launch(self._pw)
-        width, height = self.viewport
+        width, height = self.screen
         self._context = await self._browser.new_context(
             viewport={"width": width, "height": height},
             device_scale_factor=1,
@@ -541,7 +497,7 @@ class PlaywrightBrowser(Browser):
         log.warning("browser restarted: %s", why)
         await self._teardown()
         await self._start()
-        return f"the browser {why}; it was restarted on {self.config.start_url} (cookies and history are gone)"
+        return say.restarted("browser", why, f"on {self.config.start_url}", "cookies and history")
 
     async def _stop_playwright(self) -> None:
         if self._pw is not None:
@@ -896,16 +852,14 @@ class PlaywrightBrowser(Browser):
 
     # -- actions ---------------------------------------------------------------------------
     async def perform(self, actions: Sequence[ActionLike], *, display: Size | None = None) -> Screenshot:
-        display = display or self.viewport
-        if display[0] <= 0 or display[1] <= 0:
-            raise ValueError(f"display size must be positive, got {display}")
+        display = declared(display, self.screen)
         async with self._lock:
             page, notes = await self._ensure_page()
             early: bytes | None = None
             try:
                 early = await self._run_all(page, actions, display, notes)
             except _Gone as gone:
-                notes.append(f"{gone}; the remaining actions were not run")
+                notes.append(str(gone))
                 page, more = await self._ensure_page()
                 notes.extend(more)
             shot = await self._capture_or_restart(display, notes, early)
@@ -924,25 +878,21 @@ class PlaywrightBrowser(Browser):
         if the settle found the page still (no navigation, no timers followed, nothing replaced),
         else dropped and the caller captures afresh. A scroll or drag settles on a frame first.
         """
-        scale = (self.viewport[0] / display[0], self.viewport[1] / display[1])
+        batch = validate(actions, display)
+        ratio = scale(self.screen, display)
         png, keep = None, False
-        for index, raw in enumerate(actions, 1):
+        for index, action in enumerate(batch.actions, 1):
             since = self._navs.seq
             failed = None
             try:
-                action = _parse_action(raw)
-                _check_bounds(action, display)
-                await self._do(page, action, scale)
-            except _Skip as skip:
-                notes.append(f"action {index} not run: {skip}" + _rest(index, len(actions)))
-                break
+                await self._do(page, action, ratio)
             except PlaywrightError as exc:
                 if not await self._alive(page):
-                    raise _Gone(f"the browser died during action {index}") from exc
-                failed = f"action {index} failed: {_first_line(exc)}" + _rest(index, len(actions))
-            moves = _moves_content(raw)
+                    raise _Gone(say.died("browser", index)) from exc
+                failed = batch.failed(index, _first_line(exc))
+            moves = moves_content(action)
             early = None
-            if index == len(actions) and failed is None and not moves:
+            if index == len(batch.actions) and failed is None and not moves:
                 early = asyncio.ensure_future(self._screenshot(page))
             try:
                 # even a failed action may have started a navigation (a history step that timed out)
@@ -956,69 +906,12 @@ class PlaywrightBrowser(Browser):
                 notes.append(note)
                 return None
             keep, page = still and shown is page, shown
+        if batch.refused:
+            notes.append(batch.refused)
         return png if keep else None
 
-    async def _do(self, page: Page, action: BaseModel, scale: tuple[float, float]) -> None:
-        sx, sy = scale
-        mouse = page.mouse
-        if isinstance(action, ca.Click):
-            async with self._held(page, action.keys):
-                x, y = action.x * sx, action.y * sy
-                if action.button in ("back", "forward"):
-                    # Chromium handles mouse buttons 4/5 in its window, which a headless page
-                    # has not: do what the button means, history navigation.
-                    await mouse.move(x, y)
-                    go = page.go_back if action.button == "back" else page.go_forward
-                    await go(wait_until="commit")
-                else:
-                    await mouse.click(x, y, button=_MOUSE_BUTTONS[action.button])
-        elif isinstance(action, ca.DoubleClick):
-            async with self._held(page, action.keys):
-                await mouse.dblclick(action.x * sx, action.y * sy)
-        elif isinstance(action, ca.Drag):
-            points = [(p.x * sx, p.y * sy) for p in action.path]
-            async with self._held(page, action.keys):
-                await mouse.move(*points[0])
-                await mouse.down()
-                previous = points[0]
-                for point in points[1:]:
-                    # intermediate moves, so pages that sample mousemove see the whole path
-                    steps = max(1, min(20, int(math.dist(previous, point) / 10)))
-                    await mouse.move(*point, steps=steps)
-                    previous = point
-                await mouse.up()
-        elif isinstance(action, ca.Move):
-            async with self._held(page, action.keys):
-                await mouse.move(action.x * sx, action.y * sy)
-        elif isinstance(action, ca.Scroll):
-            async with self._held(page, action.keys):
-                await mouse.move(action.x * sx, action.y * sy)
-                await mouse.wheel(action.scroll_x * sx, action.scroll_y * sy)
-        elif isinstance(action, ca.Keypress):
-            names = _chord(action.keys)
-            for name in names:
-                await page.keyboard.down(name)
-            for name in reversed(names):
-                await page.keyboard.up(name)
-        elif isinstance(action, ca.Type):
-            await page.keyboard.type(action.text)
-        elif isinstance(action, ca.Wait):
-            await asyncio.sleep(self.config.wait_s)
-        # ca.Screenshot: nothing to do, the capture follows
-
-    @asynccontextmanager
-    async def _held(self, page: Page, names: Sequence[str] | None) -> AsyncIterator[None]:
-        """Hold modifier keys for exactly the duration of one mouse action."""
-        held = _chord(names) if names else []
-        pressed: list[str] = []
-        try:
-            for name in held:
-                await page.keyboard.down(name)
-                pressed.append(name)
-            yield
-        finally:
-            for name in reversed(pressed):
-                await page.keyboard.up(name)
+    async def _do(self, page: Page, action: Action, scale: tuple[float, float]) -> None:
+        await perform_action(_PageInput(page), action, scale, wait_s=self.config.wait_s)
 
     async def _settle(self, page: Page, since: int, *, frame: bool) -> tuple[list[str], bool]:
         """Let an action take effect and a navigation it started load; notes if one did not, and
@@ -1114,8 +1007,7 @@ class PlaywrightBrowser(Browser):
     async def _capture(self, page: Page, display: Size, notes: list[str], png: bytes | None = None) -> Screenshot:
         if png is None:
             png = await self._screenshot(page)
-        if _png_size(png) != display:  # a header read; only a real resize is worth a thread
-            png = await asyncio.to_thread(_resize, png, display)
+        png = await fitted(png, display)
         return Screenshot(png=png, size=display, url=page.url, notes=tuple(notes))
 
     # -- navigation ------------------------------------------------------------------------
@@ -1291,10 +1183,6 @@ async def _result(capture: asyncio.Future[bytes] | None) -> bytes | None:
         return None
 
 
-def _rest(index: int, total: int) -> str:
-    return f"; actions {index + 1}..{total} were not run either" if index < total else ""
-
-
 def _navigated_away(exc: BaseException) -> bool:
     """Playwright's error when a navigation destroyed the document a script ran in."""
     return "context was destroyed" in str(exc)
@@ -1303,37 +1191,6 @@ def _navigated_away(exc: BaseException) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _parse_action(raw: ActionLike) -> BaseModel:
-    data = raw.model_dump(exclude_none=True) if isinstance(raw, BaseModel) else dict(raw)
-    kind = data.get("type")
-    cls = _ACTIONS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise _Skip(f"unknown action type {kind!r}")
-    try:
-        action = cls.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'action'}: {err['msg']}" for err in exc.errors()
-        )
-        raise _Skip(f"malformed {kind} action ({problems})") from None
-    if isinstance(action, ca.Drag) and not action.path:
-        raise _Skip("drag action has an empty path")
-    return action
-
-
-def _points(action: BaseModel) -> list[tuple[int, int]]:
-    if isinstance(action, ca.Drag):
-        return [(p.x, p.y) for p in action.path]
-    if isinstance(action, ca.Click | ca.DoubleClick | ca.Move | ca.Scroll):
-        return [(action.x, action.y)]
-    return []
-
-
-def _moves_content(raw: ActionLike) -> bool:
-    kind = raw.get("type") if isinstance(raw, Mapping) else getattr(raw, "type", None)
-    return kind in ("scroll", "drag")
 
 
 def _is_ip_literal(host: str) -> bool:
@@ -1345,32 +1202,47 @@ def _is_ip_literal(host: str) -> bool:
         return True  # an address-like host Chromium refuses; the rules refuse it too
 
 
-def _check_bounds(action: BaseModel, display: Size) -> None:
-    width, height = display
-    for x, y in _points(action):
-        if not (0 <= x < width and 0 <= y < height):
-            raise _Skip(f"({x}, {y}) is outside the {width}x{height} display")
+class _PageInput:
+    """The page's mouse and keyboard as a computer's input device (sandbox.computer.input)."""
 
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.mouse = page.mouse
+        self.keyboard = page.keyboard
 
-def _chord(names: Sequence[str]) -> list[str]:
-    try:
-        return keymap.chord(names)
-    except UnknownKey as exc:
-        raise _Skip(str(exc)) from None
+    async def move(self, x: float, y: float, *, steps: int = 1) -> None:
+        await self.mouse.move(x, y, steps=steps)
 
+    async def click(self, x: float, y: float, button: Button) -> None:
+        if button in ("back", "forward"):
+            # Chromium handles mouse buttons 4/5 in its window, which a headless page has not:
+            # do what the button means, history navigation.
+            await self.mouse.move(x, y)
+            go = self.page.go_back if button == "back" else self.page.go_forward
+            await go(wait_until="commit")
+        else:
+            await self.mouse.click(x, y, button=_MOUSE_BUTTONS[button])
 
-def _png_size(png: bytes) -> Size:
-    with Image.open(io.BytesIO(png)) as image:  # reads the header, decodes nothing
-        return image.size
+    async def double_click(self, x: float, y: float) -> None:
+        await self.mouse.dblclick(x, y)
 
+    async def down(self) -> None:
+        await self.mouse.down()
 
-def _resize(png: bytes, display: Size) -> bytes:
-    """The capture at exactly the display size (the model's coordinate space)."""
-    with Image.open(io.BytesIO(png)) as image:
-        resized = image.convert("RGB").resize(display, Image.Resampling.LANCZOS)
-    out = io.BytesIO()
-    resized.save(out, format="PNG", compress_level=1)  # speed over a few % of size
-    return out.getvalue()
+    async def up(self) -> None:
+        await self.mouse.up()
+
+    async def wheel(self, dx: float, dy: float) -> None:
+        await self.mouse.wheel(dx, dy)
+
+    async def key_down(self, key: str) -> None:
+        await self.keyboard.down(key)
+
+    async def key_up(self, key: str) -> None:
+        await self.keyboard.up(key)
+
+    async def type(self, text: str) -> None:
+        await self.keyboard.type(text)
 
 
 # -- placements --------------------------------------------------------------------------------

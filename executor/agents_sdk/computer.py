@@ -43,7 +43,7 @@ class SandboxComputer(AsyncComputer):
 
     @property
     def dimensions(self) -> tuple[int, int]:
-        return self.browser.viewport
+        return self.browser.screen
 
     def _queue(self, action: dict[str, Any], keys: list[str] | None = None) -> None:
         if keys:
