@@ -81,9 +81,9 @@ async def _fetch_on_host(route: Route) -> None:
 
 async def _raw_page(browser: PlaywrightBrowser, url: str) -> Page:
     """A plain page in sandloop's Chromium, made like sandloop's (minus sandloop's own work)."""
-    assert browser._browser is not None
+    assert browser.chromium.browser is not None
     width, height = browser.screen
-    context = await browser._browser.new_context(
+    context = await browser.chromium.browser.new_context(
         viewport={"width": width, "height": height}, device_scale_factor=1,
         accept_downloads=False, service_workers="block")
     await context.route("**/*", _fetch_on_host)
@@ -191,15 +191,16 @@ def _raw_steps(r: dict[str, float]) -> dict[str, float]:
 async def _breakdown(browser: PlaywrightBrowser, raw: Page, n: int) -> None:
     """Where each side's time goes: medians per phase (ms) over n instrumented rounds."""
     ph, ph_raw = _Phases(), _Phases()
-    page = browser._page
+    page = browser.chromium.page
     assert page is not None
     size = screen_module.png_size
-    # instance attributes that shadow the methods for this pass only (deleted again below)
+    # instance attributes that shadow the methods (and the settle step) for this pass only
     patches: list[tuple[object, str, _Phases, str]] = [
-        (browser, "_do", ph, "action"), (browser, "_settle", ph, "settle"), (browser, "_recheck", ph, "recheck"),
+        (browser, "_do", ph, "action"), (browser, "settle", ph, "settle"), (browser.router, "recheck", ph, "recheck"),
         (browser, "perform", ph, "perform"),
         (page, "screenshot", ph, "screenshot"),
         (raw.mouse, "click", ph_raw, "click"), (raw, "screenshot", ph_raw, "screenshot")]
+    own = [vars(target).get(attribute) for target, attribute, _, _ in patches]  # None: a method
     try:
         for target, attribute, phases, name in patches:
             setattr(target, attribute, phases.wrap_async(name, getattr(target, attribute)))
@@ -207,9 +208,12 @@ async def _breakdown(browser: PlaywrightBrowser, raw: Page, n: int) -> None:
         ours, theirs = _sides(browser, raw)
         await _alternate(lambda: ph.round(ours), lambda: ph_raw.round(theirs), n)
     finally:
-        for target, attribute, _, _ in patches:
-            with suppress(AttributeError):
-                delattr(target, attribute)
+        for (target, attribute, _, _), value in zip(patches, own, strict=True):
+            if value is not None:
+                setattr(target, attribute, value)
+            else:
+                with suppress(AttributeError):
+                    delattr(target, attribute)
         screen_module.png_size = size
     mine, plain = ph.medians(_ours_steps, WARM_UP), ph_raw.medians(_raw_steps, WARM_UP)
     print(f"  where the time goes (medians of {n} instrumented rounds, ms; a 60 Hz frame is 16.7 ms):")

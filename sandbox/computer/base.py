@@ -30,8 +30,6 @@ class Computer(Closing):
     environment: ClassVar[Environment]
     #: the screen's own size in pixels: screenshots come at this size unless a display is declared
     screen: Size
-    #: how often the placement was started afresh (each time told to the model in a note)
-    restarts: int = 0
 
     @abc.abstractmethod
     async def perform(self, actions: Sequence[ActionLike], *, display: Size | None = None) -> Screenshot:

@@ -3,7 +3,13 @@ every placement (an output can carry only the screenshot; the notes go beside it
 
 from __future__ import annotations
 
-__all__ = ["died", "failed", "not_run", "restarted"]
+__all__ = ["died", "failed", "first_line", "not_run", "restarted"]
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, as a note quotes it (a driver's message may run to a stack)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def _rest(index: int, total: int) -> str:

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from executor.handlers.computer import handle_computer_call
 from sandbox.browser import BrowserConfig, ContainerBrowser, open_browser
-from sandbox.browser_relay import PROFILE, chromium_command
+from sandbox.browser.relay import PROFILE, chromium_command
 from tests.browser.conftest import RESOLVE, Site, domain_rules, pixel, png_size
 from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, socket_page, wait_page
 from tests.browser.test_handler import call, decode

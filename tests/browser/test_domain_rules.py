@@ -11,7 +11,10 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_asyncio
 
-from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser, _next_hop
+from sandbox.browser import BlockedRequest, BrowserConfig, LocalBrowser
+from sandbox.browser.redirects import next_hop
+from sandbox.browser.routing import fetch_target
+from sandbox.browser.rules import is_ip_literal
 from sandloop.verdict import Decision, Verdict
 from tests.browser.conftest import RESOLVE, Site, domain_rules
 from tests.browser.sockets import Echo, check_blocked, check_echo_and_close, closed_port, echoes, socket_page, wait_page
@@ -162,20 +165,19 @@ async def test_form_post_redirect_get(browser: LocalBrowser, site: Site) -> None
 
 async def test_resolve_rewrites_only_the_connection() -> None:
     """The mapping changes where the fetch connects, never the URL the rules saw or the Host."""
-    b = LocalBrowser(BrowserConfig(resolve={"allowed.test": "127.0.0.1"}))
-    headers = {"accept": "*/*"}
-    assert b._fetch_target("http://allowed.test:8080/a?b=1", headers) == (
+    resolve, headers = {"allowed.test": "127.0.0.1"}, {"accept": "*/*"}
+    assert fetch_target("http://allowed.test:8080/a?b=1", headers, resolve) == (
         "http://127.0.0.1:8080/a?b=1", {"accept": "*/*", "host": "allowed.test:8080"})
-    assert b._fetch_target("http://other.test/x", headers) == ("http://other.test/x", headers)
+    assert fetch_target("http://other.test/x", headers, resolve) == ("http://other.test/x", headers)
 
 
 async def test_next_hop_follows_the_fetch_standard() -> None:
     post = {"content-type": "application/x-www-form-urlencoded", "authorization": "Bearer t", "accept": "*/*"}
     a, b = "http://a.test/x", "http://b.test/y"
-    assert _next_hop(303, "POST", post, b"k=v", a, a) == ("GET", {"authorization": "Bearer t", "accept": "*/*"}, b"")
-    assert _next_hop(302, "POST", post, b"k=v", a, b) == ("GET", {"accept": "*/*"}, b"")
-    assert _next_hop(307, "POST", post, b"k=v", a, a + "2") == ("POST", post, b"k=v")
-    assert _next_hop(301, "GET", {"accept": "*/*"}, None, a, b) == ("GET", {"accept": "*/*"}, None)
+    assert next_hop(303, "POST", post, b"k=v", a, a) == ("GET", {"authorization": "Bearer t", "accept": "*/*"}, b"")
+    assert next_hop(302, "POST", post, b"k=v", a, b) == ("GET", {"accept": "*/*"}, b"")
+    assert next_hop(307, "POST", post, b"k=v", a, a + "2") == ("POST", post, b"k=v")
+    assert next_hop(301, "GET", {"accept": "*/*"}, None, a, b) == ("GET", {"accept": "*/*"}, None)
 
 
 async def test_redirect_loop_ends(browser: LocalBrowser, site: Site) -> None:
@@ -188,11 +190,9 @@ async def test_redirect_loop_ends(browser: LocalBrowser, site: Site) -> None:
 
 def _names_allowed_addresses_listed(listed: set[str]):  # type: ignore[no-untyped-def]
     """Like a policy with allow_domains = ["*", *listed]: any name, IP literals only if listed."""
-    from sandbox.browser import _is_ip_literal
-
     def check(url: str) -> Verdict:
         host = urlsplit(url).hostname or ""
-        if _is_ip_literal(host) and host not in listed:
+        if is_ip_literal(host) and host not in listed:
             return Verdict(Decision.DENY, "addresses must be listed exactly", "test.ip", "test:3")
         return Verdict(Decision.ALLOW, "any name", "test.any", "test:4")
 

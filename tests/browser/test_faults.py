@@ -61,7 +61,7 @@ async def test_crashed_page_is_replaced(site: Site) -> None:
     browser = LocalBrowser(BrowserConfig(start_url=site.url("/hello")))
     try:
         await browser.navigate(site.url("/grid"))
-        page = browser._page
+        page = browser.chromium.page
         assert page is not None
         cdp = await page.context.new_cdp_session(page)
         with contextlib.suppress(Exception):  # the renderer dies before it can answer

@@ -3,14 +3,16 @@
 Playwright drives Chromium over ``--remote-debugging-pipe``: it spawns its executable with the
 protocol on fds 3 (commands in) and 4 (replies out). This module is that executable. It creates
 the browser container (its hardened configuration comes from a JSON spec that
-:mod:`sandbox.browser` writes), attaches to the container's stdin/stdout, starts it with Chromium's
-own fds 3/4 wired to them, and relays bytes both ways until either side closes. The container has
+:mod:`sandbox.browser.container` writes), attaches to the container's stdin/stdout, starts it
+with Chromium's own fds 3/4 wired to them, and relays bytes both ways until either side closes. The container has
 no network at all (``network_mode="none"``): the debugging protocol crosses the attach stream, not
-a socket, and page traffic is fetched on the host by Playwright (see ``PlaywrightBrowser``).
+a socket, and page traffic is fetched on the host by Playwright (:mod:`sandbox.browser.routing`).
 
-Invoked as ``python -m sandbox.browser_relay SPEC.json <chromium args...>`` (by a two-line wrapper
-script, since Playwright needs one executable path). Chromium's arguments are passed through,
-except the host user-data-dir Playwright created, which is replaced by a tmpfs path inside.
+Invoked as ``python -P .../sandbox/browser/relay.py SPEC.json <chromium args...>`` (by a two-line
+wrapper script, since Playwright needs one executable path): as a file, so that it imports
+nothing of sandloop, only the standard library and the docker SDK. Chromium's arguments are
+passed through, except the host user-data-dir Playwright created, which is replaced by a tmpfs
+path inside.
 
 Docker multiplexes stdout and stderr over one attach stream when there is no TTY (8-byte frame
 headers: stream id, 3 zero bytes, big-endian length); frames from stdout carry the protocol, those
