@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from executor.items import COMPUTER
 from executor.policy_gate import PolicyGate
 from executor.toolbox import Toolbox
 from policies.model import Policy
@@ -19,8 +20,6 @@ from sandbox.browser import BlockedRequest, BrowserConfig
 from sandloop.verdict import Verdict
 
 __all__ = ["BrowserGate"]
-
-BROWSER = ("browser",)
 
 
 @dataclass
@@ -30,7 +29,7 @@ class BrowserGate:
 
     @property
     def call_id(self) -> str:
-        return self.toolbox.holding.get(BROWSER, "")
+        return self.toolbox.holding.get(COMPUTER, "")
 
     async def check(self, url: str) -> Verdict:
         return await self.gate.url(url, call_id=self.call_id)

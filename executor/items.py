@@ -11,12 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["Output", "ResourceKey", "as_dict", "echo_caller"]
+__all__ = ["COMPUTER", "Output", "ResourceKey", "as_dict", "echo_caller"]
 
 #: One output item (an input item of the next request), as JSON.
 Output = dict[str, Any]
-#: A back-end resource calls take in turn, e.g. ("browser",) or ("file", "src/a.py").
+#: A back-end resource calls take in turn, e.g. ("computer",) or ("file", "src/a.py").
 ResourceKey = tuple[str, ...]
+#: The run's computer: computer calls and the browser's navigation tools take it in turn, and
+#: the browser's requests are recorded against the call holding it.
+COMPUTER: ResourceKey = ("computer",)
 
 
 def as_dict(item: BaseModel | dict[str, Any]) -> dict[str, Any]:

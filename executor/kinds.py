@@ -98,7 +98,7 @@ class ToolKind(abc.ABC, Generic[CallT]):
         return []
 
     def unavailable(self, call: CallT) -> str | None:
-        """Why this run cannot run the call (no session, no browser …), or None."""
+        """Why this run cannot run the call (no session, no computer …), or None."""
         return None
 
     def resources(self, call: CallT) -> Sequence[ResourceKey]:

@@ -28,8 +28,8 @@ from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
 from executor.dispatch import EventSink
 from executor.environment import environment_config
-from executor.handlers import computer
 from executor.loop import Budgets, Client, Loop, LoopConfig, RunResult
+from executor.navigation import navigation_tools
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
@@ -208,12 +208,12 @@ async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stac
     browser = open_browser(BrowserGate(gate, toolbox).config(policy), placement=placement)  # type: ignore[arg-type]
     stack.push_async_callback(browser.close)
     await browser.start()
-    toolbox.browser = browser
+    toolbox.computer = browser
     mode = policy.browser.safety_checks
     toolbox.computer_safety = gate.recorded(_safety_callback(mode, gate.approvals), mode)
     if model.startswith("computer-use-preview"):
-        toolbox.computer_display = browser.config.viewport  # the preview tool wants a display
-    toolbox.functions.extend(computer.navigation_tools(browser))
+        toolbox.computer_display = browser.screen  # the preview tool wants a display
+    toolbox.functions.extend(navigation_tools(browser))
 
 
 class Run:

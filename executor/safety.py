@@ -1,8 +1,9 @@
 """Computer-use safety checks: who answers a pending check, and how.
 
-A :data:`SafetyCallback` is asked once per pending check, with the call it belongs to and the
-page's current URL. Nothing is acknowledged silently: with no callback the check is refused
-(:func:`refuse_all`), and the run stops before any action runs.
+A :data:`SafetyCallback` is asked once per pending check, with the call it belongs to and where
+the screen is (:meth:`sandbox.computer.Computer.current_url`: the page's URL, or ""). Nothing is
+acknowledged silently: with no callback the check is refused (:func:`refuse_all`), and the run
+stops before any action runs.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class SafetyAnswer:
     reason: str = ""
 
 
-#: Asked once per pending check, with the call it belongs to and the page's current URL.
+#: Asked once per pending check, with the call it belongs to and the screen's URL ("" if none).
 SafetyCallback = Callable[[PendingSafetyCheck, ResponseComputerToolCall, str], Awaitable[SafetyAnswer]]
 
 

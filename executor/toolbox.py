@@ -1,6 +1,6 @@
 """Everything the handlers act on: the back-ends of one run and the options that shape them.
 
-A :class:`Toolbox` holds the policy gate, the sandbox session, the browser, the function tools,
+A :class:`Toolbox` holds the policy gate, the sandbox session, the computer, the function tools,
 the tool-search catalog and the background tasks. Which tools the model is offered follows from
 what is there (each tool kind says what it adds: :mod:`executor.registry`). What cannot run
 because a part is missing is said by :meth:`Toolbox.unavailable`, in one wording that names
@@ -20,20 +20,20 @@ from executor.safety import SafetyCallback
 from executor.tasks import AsyncTasks
 from executor.tools import FunctionTools
 from sandbox.base import Session
-from sandbox.browser import Browser
+from sandbox.computer import Computer
 from sandbox.patch.paths import DEFAULT_READ_ONLY_GLOBS
 from sandloop.limits import Limits
 
 __all__ = ["Part", "Toolbox"]
 
 #: the parts of a toolbox a kind of call may need
-Part = Literal["session", "gate", "browser", "catalog"]
+Part = Literal["session", "gate", "computer", "catalog"]
 
 _MISSING: dict[Part, str] = {
     "session": "no sandbox session (Toolbox.session)",
     "gate": "no policy gate (Toolbox.gate): commands and file changes run only when a policy "
             "decides them",
-    "browser": "no browser (Toolbox.browser)",
+    "computer": "no computer (Toolbox.computer)",
     "catalog": "no tool-search catalog (Toolbox.catalog)",
 }
 
@@ -43,7 +43,8 @@ class Toolbox:
     #: the policy every action asks first; without one, nothing that changes files may run
     gate: Gate | None = None
     session: Session | None = None
-    browser: Browser | None = None
+    #: what computer calls act on (a browser: sandbox.browser; any sandbox.computer.Computer)
+    computer: Computer | None = None
     functions: FunctionTools = field(default_factory=FunctionTools)
     catalog: ToolCatalog | None = None
     #: tool definitions sent as given (hosted mcp, web_search, programmatic_tool_calling …)
@@ -67,7 +68,7 @@ class Toolbox:
     call_timeout_s: float = 600.0
     tasks: AsyncTasks = field(default_factory=AsyncTasks)
     #: which call holds each locked resource right now (the browser's requests are recorded
-    #: against the call whose actions made them)
+    #: against the call whose actions made them: items.COMPUTER)
     holding: dict[ResourceKey, str] = field(default_factory=dict)
 
     def unavailable(self, what: str, *needs: Part) -> str | None:

@@ -1,11 +1,11 @@
-"""The ComputerTool's computer: sandloop's browser behind the SDK's ``AsyncComputer``.
+"""The ComputerTool's computer: sandloop's computer behind the SDK's ``AsyncComputer``.
 
 The SDK calls one method per action, then ``screenshot()``; the actions are queued and run as
 one batch by ``screenshot()`` — exactly the batch sandloop's own computer handler gives the
-browser, with the same domain rules on every request (the policy's ``[browser]`` section) and
-the same modifier keys held for the duration of a mouse action. ``screenshot()`` returns bare
-base64 PNG (the SDK adds the ``data:`` prefix). What the browser could not do is logged; an
-error the browser raises is shown to the model as a screenshot of its text, as sandloop does.
+computer (a browser: with the same domain rules on every request, the policy's ``[browser]``
+section) and the same modifier keys held for the duration of a mouse action. ``screenshot()``
+returns bare base64 PNG (the SDK adds the ``data:`` prefix). What the computer could not do is
+logged; an error it raises is shown to the model as a screenshot of its text, as sandloop does.
 
 Pending safety checks go to :meth:`SandboxComputer.on_safety_check`, answered like sandloop's
 own (the policy's ``browser.safety_checks``: acknowledge, ask the approvals, or refuse); the SDK
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Any, cast, get_args
 
 from agents.computer import AsyncComputer, Button, Environment
 from agents.tool import ComputerToolSafetyCheckData
 
 from executor.handlers.computer import error_screenshot_url
 from executor.safety import SafetyCallback, SafetyDecision, refuse_all
-from sandbox.browser import Browser
+from sandbox.computer import Computer
 from sandloop.errors import SandloopError, describe
 
 __all__ = ["SandboxComputer"]
@@ -32,18 +32,20 @@ log = logging.getLogger("sandloop.agents_sdk")
 
 
 class SandboxComputer(AsyncComputer):
-    def __init__(self, browser: Browser, safety: SafetyCallback | None = None) -> None:
-        self.browser = browser
+    def __init__(self, computer: Computer, safety: SafetyCallback | None = None) -> None:
+        self.computer = computer
         self.safety = safety or refuse_all
         self._queued: list[dict[str, Any]] = []
 
     @property
-    def environment(self) -> Environment:
-        return "browser"
+    def environment(self) -> Environment | None:
+        """The environment that really runs, where the SDK has a name for it (it has no "linux")."""
+        environment = self.computer.environment
+        return cast(Environment, environment) if environment in get_args(Environment) else None
 
     @property
     def dimensions(self) -> tuple[int, int]:
-        return self.browser.screen
+        return self.computer.screen
 
     def _queue(self, action: dict[str, Any], keys: list[str] | None = None) -> None:
         if keys:
@@ -53,7 +55,7 @@ class SandboxComputer(AsyncComputer):
     async def screenshot(self) -> str:
         actions, self._queued = self._queued, []
         try:
-            shot = await self.browser.perform(actions)
+            shot = await self.computer.perform(actions)
         except SandloopError as exc:
             log.warning("computer actions failed: %s", exc)
             return error_screenshot_url(describe(exc)).split(",", 1)[1]
@@ -88,7 +90,7 @@ class SandboxComputer(AsyncComputer):
 
     async def on_safety_check(self, data: ComputerToolSafetyCheckData) -> bool:
         """``ComputerTool(on_safety_check=...)``: True acknowledges the check."""
-        url = await self.browser.current_url()
+        url = await self.computer.current_url()
         answer = await self.safety(data.safety_check, data.tool_call, url)
         acknowledged = answer.decision is SafetyDecision.ACKNOWLEDGE
         log.info("safety check %s %s: %s", data.safety_check.id,

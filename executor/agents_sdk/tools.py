@@ -18,7 +18,7 @@ from executor.agents_sdk.computer import SandboxComputer
 from executor.agents_sdk.editor import SandboxEditor
 from executor.agents_sdk.policy import PolicyBridge
 from executor.agents_sdk.shell import SandboxShell
-from executor.handlers.computer import handle_navigation, navigation_tool_params
+from executor.navigation import handle_navigation, navigation_tool_params
 from executor.run import Run
 from executor.toolbox import Toolbox
 from sandbox.browser import Browser
@@ -61,10 +61,11 @@ class SandloopTools:
             on_approval=cast(ApplyPatchOnApprovalFunction, bridge.on_approval))
         self.computer: ComputerTool[SandboxComputer] | None = None
         self.navigation: list[FunctionTool] = []
-        if toolbox.browser is not None:
-            screen = SandboxComputer(toolbox.browser, toolbox.computer_safety)
+        if toolbox.computer is not None:
+            screen = SandboxComputer(toolbox.computer, toolbox.computer_safety)
             self.computer = ComputerTool(computer=screen, on_safety_check=screen.on_safety_check)
-            self.navigation = _navigation_tools(toolbox.browser)
+        if isinstance(toolbox.computer, Browser):
+            self.navigation = _navigation_tools(toolbox.computer)
 
     @property
     def all(self) -> list[Tool]:

@@ -1,23 +1,24 @@
-"""computer_call: safety checks, then the actions on the browser, then one screenshot output.
+"""computer_call: safety checks, then the actions on the computer, then one screenshot output.
 
 The GA tool (``{"type": "computer"}``) sends ``actions``; the preview tool
-(``computer_use_preview``) sends one ``action`` — both become one list for the browser. The
-output echoes ``acknowledged_safety_checks`` exactly as the callback acknowledged them, and
-nothing is acknowledged silently: every pending check goes to the :data:`SafetyCallback`
-(none configured means refuse). A refusal raises :class:`SafetyCheckRefused` *before* any
-action runs, so the loop stops without sending a falsely acknowledged output. An output can only
-carry a screenshot, so what the model must also know (an action that did not run, a browser
-that crashed and was restarted on a fresh page) comes back as notes beside it.
+(``computer_use_preview``) sends one ``action`` — both become one list for the computer
+(:func:`sandbox.computer.actions.call_actions`). The output echoes
+``acknowledged_safety_checks`` exactly as the callback acknowledged them, and nothing is
+acknowledged silently: every pending check goes to the :data:`SafetyCallback` (none configured
+means refuse). A refusal raises :class:`SafetyCheckRefused` *before* any action runs, so the loop
+stops without sending a falsely acknowledged output. An output can only carry a screenshot, so
+what the model must also know (an action that did not run, a browser that crashed and was
+restarted on a fresh page) comes back as notes beside it.
 
-The browser environment also gets three function tools — ``navigate(url)``, ``back()``,
-``forward()`` — as the public computer-use samples offer them (:func:`navigation_tools`).
+Everything here is the :class:`~sandbox.computer.Computer` interface, whichever placement runs
+it; the tool declared names that placement's ``environment``. A browser's navigation tools are
+:mod:`executor.navigation`.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -25,34 +26,26 @@ from typing import Any
 from openai.types.responses import ResponseComputerToolCall
 
 from executor.gate import Gate
-from executor.items import Output, ResourceKey, echo_caller
+from executor.items import COMPUTER, Output, ResourceKey, echo_caller
 from executor.kinds import Answer, ToolKind
 from executor.safety import SafetyCallback, SafetyDecision, refuse_all
-from executor.tools import FunctionTool
-from sandbox.browser import Browser, Navigation
+from sandbox.computer import Computer
+from sandbox.computer.actions import call_actions
 from sandloop.errors import SafetyCheckRefused
 
-__all__ = [
-    "NAVIGATION_TOOL_NAMES",
-    "ComputerCallKind",
-    "error_screenshot_url",
-    "handle_computer_call",
-    "handle_navigation",
-    "navigation_tool_params",
-    "navigation_tools",
-]
+__all__ = ["ComputerCallKind", "error_screenshot_url", "handle_computer_call"]
 
 log = logging.getLogger("sandloop.computer")
 
 
 async def _acknowledged(
-    item: ResponseComputerToolCall, browser: Browser, safety: SafetyCallback | None
+    item: ResponseComputerToolCall, computer: Computer, safety: SafetyCallback | None
 ) -> list[dict[str, Any]]:
     """Every pending check, acknowledged one by one, or SafetyCheckRefused."""
     if not item.pending_safety_checks:
         return []
     ask = safety or refuse_all
-    url = await browser.current_url()
+    url = await computer.current_url()
     acknowledged: list[dict[str, Any]] = []
     for check in item.pending_safety_checks:
         answer = await ask(check, item, url)
@@ -64,15 +57,9 @@ async def _acknowledged(
     return acknowledged
 
 
-def _actions(item: ResponseComputerToolCall) -> Sequence[Any]:
-    if item.actions is not None:
-        return item.actions
-    return [item.action] if item.action is not None else []
-
-
 async def handle_computer_call(
     item: ResponseComputerToolCall,
-    browser: Browser,
+    computer: Computer,
     *,
     safety: SafetyCallback | None,
     display: tuple[int, int] | None,
@@ -80,14 +67,14 @@ async def handle_computer_call(
     gate: Gate | None = None,
 ) -> Answer:
     """One computer_call → its computer_call_output (never with ``id``), and the notes the
-    browser made (an action it could not run, a restart) for the model.
+    computer made (an action it could not run, a restart) for the model.
 
     ``display`` is the size the tool declared (preview tool: display_width/height); None means
-    the GA tool, whose screenshots are the browser's viewport.
+    the GA tool, whose screenshots are the computer's own screen size.
     """
-    acknowledged = await _acknowledged(item, browser, safety)
-    shot = await browser.perform(_actions(item), display=display)
-    if gate is not None:  # where the actions left the page, beside the URL decisions they caused
+    acknowledged = await _acknowledged(item, computer, safety)
+    shot = await computer.perform(call_actions(item), display=display)
+    if gate is not None:  # where the actions left the screen, beside the URL decisions they caused
         await gate.outcome("computer", shot.url, call_id=item.call_id, ok=True, notes=list(shot.notes))
     for note in shot.notes:
         log.info("computer_call %s: %s", item.call_id, note)
@@ -104,7 +91,7 @@ async def handle_computer_call(
 
 def error_screenshot_url(text: str) -> str:
     """A PNG data URL showing ``text``: computer_call_output must carry a screenshot, so when
-    the browser cannot produce one the model is shown the error instead."""
+    the computer cannot produce one the model is shown the error instead."""
     from PIL import Image, ImageDraw
 
     image = Image.new("RGB", (640, 120), "white")
@@ -129,26 +116,27 @@ class ComputerCallKind(ToolKind[ResponseComputerToolCall]):
 
     def tool_params(self) -> list[dict[str, Any]]:
         tb = self.toolbox
-        if tb.browser is None:
+        if tb.computer is None:
             return []
         if tb.computer_display is not None:
-            # The preview tool (computer-use-preview models) declares its display; the GA tool
-            # declares nothing and gets screenshots at the browser's viewport.
+            # The preview tool (computer-use-preview models) declares its display and the
+            # environment that really runs; the GA tool declares neither and gets screenshots at
+            # the computer's screen size.
             width, height = tb.computer_display
             return [{"type": "computer_use_preview", "display_width": width,
-                     "display_height": height, "environment": "browser"}]
+                     "display_height": height, "environment": tb.computer.environment}]
         return [{"type": "computer"}]
 
     def unavailable(self, call: ResponseComputerToolCall) -> str | None:
-        return self.toolbox.unavailable("computer use", "browser")
+        return self.toolbox.unavailable("computer use", "computer")
 
     def resources(self, call: ResponseComputerToolCall) -> Sequence[ResourceKey]:
-        return [("browser",)]
+        return [COMPUTER]
 
     async def handle(self, call: ResponseComputerToolCall) -> Answer:
         tb = self.toolbox
-        assert tb.browser is not None  # unavailable() said so
-        return await handle_computer_call(call, tb.browser, safety=tb.computer_safety,
+        assert tb.computer is not None  # unavailable() said so
+        return await handle_computer_call(call, tb.computer, safety=tb.computer_safety,
                                           display=tb.computer_display, gate=tb.gate)
 
     def error_output(self, item: dict[str, Any], text: str) -> Output:
@@ -158,66 +146,3 @@ class ComputerCallKind(ToolKind[ResponseComputerToolCall]):
 
     def outcome(self, output: Output) -> tuple[bool, str]:
         return True, "screenshot"
-
-
-# -- navigation function tools -------------------------------------------------------------
-
-NAVIGATION_TOOL_NAMES = ("navigate", "back", "forward")
-
-_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "required": [],
-                            "additionalProperties": False}
-_DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "navigate": (
-        "Open a URL in the browser (http or https only). Domain rules may block it.",
-        {"type": "object",
-         "properties": {"url": {"type": "string", "description": "The absolute http(s) URL to open."}},
-         "required": ["url"], "additionalProperties": False},
-    ),
-    "back": ("Go back one page in the browser's history.", _NO_ARGS),
-    "forward": ("Go forward one page in the browser's history.", _NO_ARGS),
-}
-
-
-def navigation_tool_params() -> list[dict[str, Any]]:
-    """The strict function-tool definitions, as sent in ``tools``."""
-    return [
-        {"type": "function", "name": name, "description": description,
-         "parameters": parameters, "strict": True}
-        for name, (description, parameters) in _DEFINITIONS.items()
-    ]
-
-
-async def handle_navigation(name: str, arguments: str | dict[str, Any], browser: Browser) -> str:
-    """Run one navigation call; the text is the function_call_output (errors included)."""
-    try:
-        args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
-    except json.JSONDecodeError as exc:
-        return f"error: arguments are not valid JSON ({exc.msg})"
-    result: Navigation
-    if name == "navigate":
-        url = args.get("url") if isinstance(args, dict) else None
-        if not isinstance(url, str) or not url:
-            return "error: navigate needs a url string"
-        result = await browser.navigate(url)
-    elif name == "back":
-        result = await browser.back()
-    elif name == "forward":
-        result = await browser.forward()
-    else:
-        return f"error: unknown navigation tool {name!r}"
-    return result.describe()
-
-
-def navigation_tools(browser: Browser) -> list[FunctionTool]:
-    """The three tools ready for ``FunctionTools.extend``; they share the browser's lock slot."""
-
-    def make(name: str) -> FunctionTool:
-        description, parameters = _DEFINITIONS[name]
-
-        async def run(**kwargs: Any) -> str:
-            return await handle_navigation(name, kwargs, browser)
-
-        return FunctionTool(name=name, fn=run, description=description,
-                            parameters=parameters, strict=True, resource=("browser",))
-
-    return [make(name) for name in NAVIGATION_TOOL_NAMES]

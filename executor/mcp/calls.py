@@ -20,12 +20,14 @@ from typing import Any
 from openai.types.responses import ResponseComputerToolCall
 from pydantic import ValidationError
 
-from executor.browser_gate import BROWSER
 from executor.handlers.apply_patch import apply_ops, gate_allow, gate_outcomes
-from executor.handlers.computer import handle_computer_call, handle_navigation
+from executor.handlers.computer import handle_computer_call
 from executor.handlers.shell import Step, apply_length, effective_timeout_ms, run_steps, shell_call_output
+from executor.items import COMPUTER
+from executor.navigation import handle_navigation
 from executor.toolbox import Toolbox
 from sandbox.browser import Browser
+from sandbox.computer import Computer
 from sandbox.patch import formats, v4a
 from sandbox.patch.apply import PatchResult
 from sandloop.errors import SandloopError, describe
@@ -179,37 +181,44 @@ async def apply_patch(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> C
                       not ok, item, output)
 
 
-# -- the browser ---------------------------------------------------------------------------
+# -- the computer --------------------------------------------------------------------------
+
+
+def _computer(toolbox: Toolbox) -> Computer:
+    missing = toolbox.unavailable("computer use", "computer")
+    if missing is not None:
+        raise SandloopError(missing)
+    assert toolbox.computer is not None
+    return toolbox.computer
 
 
 def _browser(toolbox: Toolbox) -> Browser:
-    missing = toolbox.unavailable("computer use", "browser")
-    if missing is not None:
-        raise SandloopError(missing)
-    assert toolbox.browser is not None
-    return toolbox.browser
+    computer = _computer(toolbox)
+    if not isinstance(computer, Browser):
+        raise SandloopError(f"navigation needs a browser; this run's computer is a {computer.environment} one")
+    return computer
 
 
 async def computer(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> CallAnswer:
-    """The actions on the browser, then one screenshot (as a computer_call is answered). The
-    caller holds the browser for the call: the page's requests are recorded against it."""
-    browser = _browser(toolbox)
+    """The actions on the computer, then one screenshot (as a computer_call is answered). The
+    caller holds the computer for the call: the page's requests are recorded against it."""
+    screen = _computer(toolbox)
     item = {"type": "computer_call", "id": f"cu_{call_id}", "call_id": call_id, "status": "completed",
             "actions": list(args["actions"]), "pending_safety_checks": []}
     try:
         call = ResponseComputerToolCall.model_validate(item)
     except ValidationError as exc:
         raise SandloopError(f"invalid actions: {exc.errors(include_url=False)[0]['msg']}") from None
-    toolbox.holding[BROWSER] = call_id
+    toolbox.holding[COMPUTER] = call_id
     try:
-        answer = await handle_computer_call(call, browser, safety=toolbox.computer_safety, display=None,
+        answer = await handle_computer_call(call, screen, safety=toolbox.computer_safety, display=None,
                                             gate=toolbox.gate)
-        url = await browser.current_url()
+        url = await screen.current_url()
     finally:
-        toolbox.holding.pop(BROWSER, None)
+        toolbox.holding.pop(COMPUTER, None)
     image_url = str(answer.output["output"]["image_url"])
     png = base64.b64decode(image_url.split(",", 1)[1])
-    width, height = browser.viewport
+    width, height = screen.screen
     notes = list(answer.notes)
     text = f"screenshot of {url} ({width}×{height})" + "".join(f"\nnote: {n}" for n in notes)
     return CallAnswer(text, {"url": url, "width": width, "height": height, "notes": notes}, False,
@@ -219,12 +228,12 @@ async def computer(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> Call
 async def navigation(toolbox: Toolbox, name: str, call_id: str, args: dict[str, Any]) -> CallAnswer:
     """``navigate(url)``, ``back()``, ``forward()``: the navigation tools of ``sandloop run``."""
     browser = _browser(toolbox)
-    toolbox.holding[BROWSER] = call_id
+    toolbox.holding[COMPUTER] = call_id
     try:
         text = await handle_navigation(name, args, browser)
         url = await browser.current_url()
     finally:
-        toolbox.holding.pop(BROWSER, None)
+        toolbox.holding.pop(COMPUTER, None)
     item = {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
             "arguments": json.dumps(args), "status": "completed"}
     output = {"type": "function_call_output", "call_id": call_id, "output": text}

@@ -78,7 +78,7 @@ class McpSession:
             return self._run
 
     async def _computer(self, run: Run) -> None:
-        if run.toolbox.browser is None:
+        if run.toolbox.computer is None:
             await open_computer(run.toolbox, run.gate, run.engine.policy, self._browser_stack,
                                 placement=self.options.browser)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from executor.handlers.computer import navigation_tool_params
+from executor.navigation import navigation_tool_params
 from policies.model import Policy
 from sandloop.verdict import Decision
 

@@ -106,7 +106,7 @@ async def test_actions_keys_screenshots_and_domain_rules(repo: Path, tmp_path: P
         async with sdk(tools, turns) as agent:
             result = await agent.run("use the page")
             requests = agent.server.requests
-        viewport = run.toolbox.browser.screen if run.toolbox.browser else None
+        viewport = run.toolbox.computer.screen if run.toolbox.computer else None
     assert result.final_output == "done"
     (navigated,) = outputs(requests, "function_call_output")
     assert navigated["output"] == f"now at http://127.0.0.1:{home.port}/ (adapter)"

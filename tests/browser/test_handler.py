@@ -1,4 +1,5 @@
-"""executor.handlers.computer: item -> safety checks -> actions -> computer_call_output."""
+"""executor.handlers.computer: item -> safety checks -> actions -> computer_call_output; and the
+browser's navigation tools (executor.navigation)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,8 @@ from openai.types.responses.response_input_item_param import ComputerCallOutput
 from pydantic import TypeAdapter
 from rich.console import Console
 
-from executor.handlers.computer import (
-    handle_computer_call,
-    handle_navigation,
-    navigation_tool_params,
-    navigation_tools,
-)
+from executor.handlers.computer import handle_computer_call
+from executor.navigation import handle_navigation, navigation_tool_params, navigation_tools
 from executor.safety import SafetyAnswer, SafetyDecision, TerminalSafetyPrompt, acknowledge_all
 from executor.tools import check_strict_schema
 from sandbox.browser import BrowserConfig, LocalBrowser
@@ -138,7 +135,7 @@ async def test_navigation_tools(browser: LocalBrowser, site: Site) -> None:
         check_strict_schema(p["name"], p["parameters"])
     tools = {t.name: t for t in navigation_tools(browser)}
     assert [t.to_param() for t in tools.values()] == params
-    assert all(t.resource == ("browser",) for t in tools.values())
+    assert all(t.resource == ("computer",) for t in tools.values())
 
     text = await tools["navigate"].fn(url=site.url("/hello"))
     assert text == f"now at {site.url('/hello')} (hello)"

@@ -148,7 +148,7 @@ async def test_what_a_screenshot_cannot_say_goes_beside_it() -> None:
         run = await run_loop(
             [[computer_call([{"type": "click", "button": "left", "x": 5000, "y": 5}], call_id="cu_1")],
              [message("seen")]],
-            Toolbox(browser=browser))
+            Toolbox(computer=browser))
     finally:
         await browser.close()
     inputs = run.requests[1]["input"]

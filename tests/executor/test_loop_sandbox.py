@@ -152,7 +152,7 @@ async def test_apply_patch_as_a_custom_tool(session: DockerSession, gate: Policy
 @pytest.mark.browser
 async def test_computer_call_and_a_refused_safety_check(gate: PolicyGate, tmp_path: Path) -> None:
     from executor.demo import DEMO_DIR, page_server
-    from executor.handlers.computer import navigation_tools
+    from executor.navigation import navigation_tools
     from executor.testing import computer_call
     from sandbox.browser import BrowserConfig, LocalBrowser
 
@@ -167,7 +167,7 @@ async def test_computer_call_and_a_refused_safety_check(gate: PolicyGate, tmp_pa
                 [[function_call("navigate", {"url": url}),
                   computer_call([{"type": "move", "x": 10, "y": 10}, {"type": "screenshot"}])],
                  [computer_call([{"type": "screenshot"}], pending_safety_checks=[check])]],
-                Toolbox(gate=gate, browser=browser, functions=tools),
+                Toolbox(gate=gate, computer=browser, functions=tools),
                 required_tools=["computer", "function:navigate"])
     finally:
         await browser.close()
@@ -199,7 +199,7 @@ async def test_safety_check_acknowledged_through_the_approvals_callback(tmp_path
         run = await run_loop(
             [[computer_call([{"type": "screenshot"}], pending_safety_checks=[check])],
              [message("seen")]],
-            Toolbox(browser=browser, computer_safety=safety_callback(Callback(approve))))
+            Toolbox(computer=browser, computer_safety=safety_callback(Callback(approve))))
     finally:
         await browser.close()
     assert run.result.exit_code is ExitCode.ANSWERED
@@ -226,7 +226,7 @@ async def test_preview_computer_tool_declares_its_display_and_gets_it(tmp_path: 
         del item["actions"]
         item["action"] = {"type": "screenshot"}  # the preview tool's single action
         run = await run_loop([[item], [message("seen")]],
-                             Toolbox(browser=browser, computer_display=(640, 400),
+                             Toolbox(computer=browser, computer_display=(640, 400),
                                      computer_safety=acknowledge_all))
     finally:
         await browser.close()

@@ -23,8 +23,8 @@ import openai
 
 from executor.approvals import ApprovalRequest, Callback, safety_callback
 from executor.audit import RequestLog
-from executor.handlers.computer import navigation_tools
 from executor.loop import Loop, LoopConfig, RunResult
+from executor.navigation import navigation_tools
 from executor.policy_gate import PolicyGate
 from executor.testing import (
     FakeResponsesServer,
@@ -198,7 +198,7 @@ async def record(root: Path) -> Scenario:
         session = await DockerSession.create(workspace(root))
         try:
             await browser.start()
-            toolbox = Toolbox(gate=gate, session=session, browser=browser,
+            toolbox = Toolbox(gate=gate, session=session, computer=browser,
                               computer_safety=safety_callback(approvals),
                               patch_read_only_globs=("locked/**",))
             toolbox.functions.extend(navigation_tools(browser))
