@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_VERDICTS_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -210,15 +211,26 @@ class PolicyEngine:
             for n, rule in enumerate(self.policy.shell.rules)
         ]
         self._by_name: dict[str, list[CompiledRule]] = {}
+        # The policy does not change under an engine, so a line's verdict does not either: an
+        # agent repeats its commands, and a decision is asked for before every one of them.
+        self._shell_verdicts: dict[str, Verdict] = {}
 
     # --- shell -----------------------------------------------------------------------------
 
     def shell(self, command_line: str) -> Verdict:
         """The strictest verdict among the simple commands the line runs."""
-        decided = self.explain_shell(command_line)
-        if not decided:
-            return self._final(Verdict(Decision.ALLOW, "the command line runs no program"))
-        return strictest([verdict for _, verdict in decided])  # already final
+        verdict = self._shell_verdicts.get(command_line)
+        if verdict is None:
+            decided = self.explain_shell(command_line)
+            if not decided:
+                verdict = self._final(Verdict(Decision.ALLOW, "the command line runs no program"))
+            else:
+                verdict = strictest([verdict for _, verdict in decided])  # already final
+            if len(command_line) <= shell_parse.CACHED_LINE_MAX:
+                if len(self._shell_verdicts) >= _VERDICTS_KEPT:
+                    self._shell_verdicts.clear()  # a bound, not an LRU: a session repeats few lines
+                self._shell_verdicts[command_line] = verdict
+        return verdict
 
     def explain_shell(self, command_line: str) -> list[tuple[SimpleCommand, Verdict]]:
         """Each simple command with its own (final) verdict, in source order."""

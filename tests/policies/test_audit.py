@@ -227,3 +227,18 @@ def test_head_from_a_run_summary(tmp_path: Path) -> None:
             head_from_summary(path)
     with pytest.raises(OSError):
         head_from_summary(tmp_path / "missing.json")
+
+
+def test_plain_and_rich_records_hash_what_a_reader_sees(tmp_path: Path) -> None:
+    # Records of plain values are hashed from their text at once, the others after a round
+    # trip through JSON: both must verify, whatever the values.
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.record("outcome", action="shell", subject="é \\ \"q\" \u2028", duration_s=0.1 + 0.2, exit_code=None,
+               ok=True, big=2**70, nan=float("nan"))
+    log.record("outcome", action="shell", subject="x", sha256="planted", paths=("a", Path("b")),
+               counts={1: "one", 10: "ten", 2: "two"})
+    log.record("decision", action="shell", subject="y", decision=load_policy("default").shell("ls").decision)
+    assert verify(path) == []
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert records[1]["sha256"] != "planted" and records[1]["paths"] == ["a", "b"]

@@ -191,3 +191,11 @@ def test_deep_nesting_gives_up_as_unknown() -> None:
     for _ in range(12):
         line = f"sh -c {__import__('shlex').quote(line)}"
     assert shape(parse(line)) == ["UNKNOWN"]
+
+
+def test_a_repeated_line_is_parsed_once_and_callers_cannot_change_the_kept_result() -> None:
+    first = parse("git status && rm -rf build")
+    first.clear()  # a caller's list is its own
+    again = parse("git status && rm -rf build")
+    assert [c.name for c in again] == ["git", "rm"]
+    assert again[0] is parse("git status && rm -rf build")[0]  # the kept parse, not a new one
