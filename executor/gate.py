@@ -21,6 +21,11 @@ class Gate(Protocol):
         """May this shell command line run?"""
         ...
 
+    def shell_asks(self, command: str) -> bool:
+        """Would :meth:`shell` ask a person about this command line? Decides and records
+        nothing: a handler that runs several commands at once runs the ones before it first."""
+        ...
+
     async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         """May this file operation happen? (path is workspace-relative and already validated;
         ``size_bytes``: the size of the patch it comes with, for the policy's size limit)"""

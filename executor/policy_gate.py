@@ -70,6 +70,10 @@ class PolicyGate:
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
 
+    def shell_asks(self, command: str) -> bool:
+        verdict: Verdict = self.engine.shell(command)  # kept by the engine: shell() pays nothing more
+        return verdict.decision is Decision.PROMPT
+
     async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
                       **fields: Any) -> None:
         """What came of an allowed action (a file a patch changed), for the same log."""

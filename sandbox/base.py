@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
+from sandloop.errors import SandloopError
 from sandloop.files import FileChange, FileInfo
 from sandloop.results import CommandResult
 
@@ -66,6 +67,31 @@ class Session(Closing):
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """Run one shell command line (``bash -c``) in the workspace."""
+
+    async def run_many(
+        self,
+        commands: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        max_output_bytes: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> list[CommandResult | SandloopError]:
+        """Run command lines one after another, each with its own timeout; ``result[i]`` answers
+        ``commands[i]``, a command that could not run with its error. The list stops short after
+        a command that timed out (nothing after it runs) and after an error of the sandbox itself
+        (the caller may go on with the rest, in a sandbox started afresh). Back-ends that can
+        send them all at once do (:class:`~sandbox.helper.client.HelperSession`)."""
+        results: list[CommandResult | SandloopError] = []
+        for command in commands:
+            try:
+                result = await self.run(command, timeout_s=timeout_s, max_output_bytes=max_output_bytes, env=env)
+            except SandloopError as exc:
+                results.append(exc)
+                break
+            results.append(result)
+            if result.timed_out:
+                break
+        return results
 
     @abc.abstractmethod
     async def read_file(self, path: str) -> bytes:

@@ -35,7 +35,7 @@ from sandloop.errors import SandboxUnavailable
 from .helper import subreaper
 
 __all__ = ["HELPER_MODULES", "PROXY_MODULES", "cache_dirs", "file_archive", "helper_programs", "install", "installed",
-           "zipapp"]
+           "private_dir", "zipapp"]
 
 #: What the in-sandbox helper carries (its entry point first).
 HELPER_MODULES = (
@@ -126,7 +126,7 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _private_dir(path: Path) -> int:
+def private_dir(path: Path) -> int:
     """An O_NOFOLLOW descriptor of ``path``, a directory only we can enter (made 0700 if missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
@@ -196,7 +196,7 @@ def install(data: bytes, stem: str, suffix: str = "", *, mode: int = 0o444, outs
             problems.append(f"{candidate} is inside a sandbox-writable directory")
             continue
         try:
-            dir_fd = _private_dir(candidate)
+            dir_fd = private_dir(candidate)
         except OSError as exc:
             problems.append(f"{candidate}: {exc}")
             continue

@@ -3,11 +3,13 @@
 Start-up: the helper's zip application (:mod:`sandbox.helper`, packed by :mod:`sandbox.bundle`)
 is written once to a private host cache directory, outside every path a sandbox can write, and
 bind-mounted read-only at ``/opt/sandloop/helper.pyz``; the container is created (not started),
-we attach to its stdin/stdout, and start it. The helper is the container's main process — PID 1,
-with no init in front of it, so nothing else in the container holds the attach stream — and its
-life and the container's are one: when the attach stream closes (the front-end exited, or was
-SIGKILLed) stdin closes (``stdin_once``), the helper exits, and ``auto_remove`` deletes the
-container. Labels let :func:`reap` remove anything left over.
+we attach to its stdin/stdout, and start it. Requests then travel over a unix socket the host
+made for this container (:mod:`sandbox.helper_socket`), read by the event loop itself; the
+attach stream carries the hello, the helper's stderr and the lifecycle. The helper is the
+container's main process — PID 1, with no init in front of it, so nothing else in the container
+holds the attach stream — and its life and the container's are one: when the attach stream
+closes (the front-end exited, or was SIGKILLed) stdin closes (``stdin_once``), the helper exits,
+and ``auto_remove`` deletes the container. Labels let :func:`reap` remove anything left over.
 
 Hardening by default: every capability dropped, no-new-privileges, read-only root, tmpfs /tmp,
 pids/memory/CPU limits, no network, no host environment, a non-root user (the workspace owner's
@@ -48,6 +50,7 @@ from .bundle import helper_programs
 from .ca import ca_env, ca_mount
 from .helper.client import HelperClient, ReplaceableSession
 from .helper.wire import HelloResult
+from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
 __all__ = ["DockerConfig", "DockerSession", "close_attach", "container_user", "hardened_host_config", "reap",
@@ -60,6 +63,8 @@ WORKSPACE = "/workspace"
 HELPER_PATH = f"{HELPER_DIR}/helper.pyz"
 #: Where the program that makes each command's shell a subreaper appears (idem), when there is one.
 SUBREAPER_PATH = f"{HELPER_DIR}/subreaper"
+#: Where the directory of the host's socket for the helper appears (idem).
+SOCKET_DIR = f"{HELPER_DIR}/socket"
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -378,6 +383,8 @@ class DockerSession(ReplaceableSession):
         self._stream: Any = None  # the attach stream as docker-py hands it over (see close_attach)
         self._owns_client = False
         self.egress: egress.EgressHandle | None = None
+        self._listener: HelperListener | None = None  # until the helper's connection is accepted
+        self._attach: HelperClient | None = None  # the attach stream's client: hello, stderr, its end
 
     @classmethod
     async def create(
@@ -431,7 +438,7 @@ class DockerSession(ReplaceableSession):
 
     # --- container life ------------------------------------------------------------------
 
-    def _mounts(self) -> list[Mount]:
+    def _mounts(self, listener: HelperListener | None) -> list[Mount]:
         cfg = self.config
         mounts = workspace_mounts(self.host_workspace, cfg.read_only_paths, read_only=cfg.read_only_workspace)
         # The helper's code: host files no sandbox can write, read-only inside, so no command
@@ -442,13 +449,15 @@ class DockerSession(ReplaceableSession):
             mounts.append(Mount(SUBREAPER_PATH, str(subreaper), type="bind", read_only=True))
         if cfg.ca_bundle:
             mounts.append(ca_mount(cfg.ca_bundle))
+        if listener is not None:
+            mounts.append(listener.mount(SOCKET_DIR))
         return mounts
 
-    def _create_container(self) -> Container:
+    def _create_container(self, listener: HelperListener | None) -> Container:
         """Create (not start) the container. The low-level API: only it takes ``stdin_once``."""
         cfg = self.config
         api = self.client.api
-        mounts = self._mounts()
+        mounts = self._mounts(listener)
         # No init: the helper is PID 1 and reaps orphans itself. An init in front of it would
         # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
         host_config = hardened_host_config(
@@ -460,6 +469,8 @@ class DockerSession(ReplaceableSession):
                    "--contained"]
         if any(m["Target"] == SUBREAPER_PATH for m in mounts):
             command += ["--subreaper", SUBREAPER_PATH]
+        if listener is not None:
+            command += ["--socket", f"{SOCKET_DIR}/{SOCKET_NAME}"]
         created = api.create_container(
             self.image,
             command=command,
@@ -479,9 +490,11 @@ class DockerSession(ReplaceableSession):
 
     def _start_container(self) -> HelperClient:
         self._starts += 1
+        # gVisor does not let a sandbox reach a host socket: its helper stays on the attach stream.
+        self._listener = None if self.config.runtime == "runsc" else HelperListener(outside=[self.host_workspace])
         try:
             with engine_errors("cannot create the sandbox container"):
-                container = self._create_container()
+                container = self._create_container(self._listener)
         except SandboxUnavailable as exc:
             if isinstance(exc.__cause__, docker.errors.ImageNotFound):
                 raise SandboxUnavailable(
@@ -552,13 +565,24 @@ class DockerSession(ReplaceableSession):
         close_attach(sock, stream)
 
     async def _start(self) -> tuple[HelperClient, HelloResult]:
-        helper = await asyncio.to_thread(self._start_container)
+        try:
+            helper = self._attach = await asyncio.to_thread(self._start_container)
+        except BaseException:
+            self._close_listener()
+            raise
         try:
             hello = await asyncio.wait_for(helper.hello(), 60)
+            if hello.get("socket") and self._listener is not None:
+                # The helper connected before it answered: the one connection there can be.
+                conn = await asyncio.to_thread(self._listener.accept)
+                helper = await HelperClient.over_socket(conn, name=helper.name)
+                self._attach.link(helper)
         except (SandboxUnavailable, TimeoutError) as exc:
             tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
             await asyncio.to_thread(self._teardown)
             raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+        finally:
+            self._close_listener()
         if not hello["non_dumpable"]:
             log.warning("%s: the helper could not make itself non-dumpable (no ctypes in %s?): commands "
                         "running as its uid can reach its descriptors", helper.name, self.image)
@@ -581,10 +605,19 @@ class DockerSession(ReplaceableSession):
         except (docker.errors.DockerException, OSError) as exc:
             return f"the Docker engine does not answer ({_one_line(exc)})"
 
+    def _close_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+
     def _teardown(self) -> None:
         self._close_socket()
-        if self._helper is not None:
-            self._helper.mark_dead("session closed")
+        self._close_listener()
+        for client in (self._helper, self._attach):
+            if client is not None:
+                client.mark_dead("session closed")
+                client.close()
+        self._attach = None
         container, self.container = self.container, None
         if container is not None:
             self._remove_container(container)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 __all__ = ["CommandResult", "StreamCapture"]
 
@@ -32,3 +33,7 @@ class CommandResult:
     duration_s: float = 0.0
     oom_killed: bool = False
     signal: int | None = None  # the signal that ended the command, if any
+    #: When the command passed each point on its way, in monotonic seconds, where the back-end
+    #: says (a helper's: ``sent``, ``received``, ``started``, ``spawned``, ``exited``,
+    #: ``answered``, ``arrived``, ``settled``); for measuring, never for deciding.
+    timing: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)

@@ -3,8 +3,11 @@
 The commands of one call run in order in the session, one output entry each, each with its own
 timeout (the call's ``timeout_ms``, or the default, capped by the configured maximum). Every
 command asks the gate first; a refusal answers that command with the reason on stderr and exit
-code 126 and the others still run. After a command times out the rest of the call is skipped
-(each answered as skipped), so one call can never cost more than one timeout. A back-end failure
+code 126 and the others still run. The allowed commands go to the session together
+(:meth:`~sandbox.base.Session.run_many`: one request, not one round trip each) — up to a command
+the gate would ask a person about: the commands before it run first, so the person decides
+knowing what they did. After a command times out the rest of the call is skipped (each answered
+as skipped), so one call can never cost more than one timeout. A back-end failure
 — a dead container, a daemon error — becomes stderr text and exit code 125 for that command;
 the session starts a fresh container for the next one. ``max_output_length`` is echoed back and
 applied per command to stdout+stderr together, keeping the head and the tail of each.
@@ -25,7 +28,7 @@ from executor.items import Output
 from executor.kinds import MalformedCall, ToolKind
 from executor.toolbox import Toolbox
 from sandbox.base import Session, with_session_notes
-from sandloop.errors import SandloopError, describe
+from sandloop.errors import SandboxError, SandloopError, describe
 from sandloop.limits import Limits
 from sandloop.results import CommandResult
 from sandloop.verdict import Decision, Verdict
@@ -145,6 +148,9 @@ def effective_timeout_ms(requested: int | None, limits: Limits) -> int:
     return round(limits.timeout_s(None if requested is None else requested / 1000) * 1000)
 
 
+SKIPPED = "[sandloop] skipped: an earlier command in this call timed out"
+
+
 async def run_steps(
     commands: Sequence[str],
     session: Session,
@@ -156,38 +162,71 @@ async def run_steps(
     env: dict[str, str] | None = None,
     memory: str | None = None,
 ) -> list[Step]:
-    steps: list[Step] = []
+    steps: list[Step | None] = [None] * len(commands)
+    allowed: list[int] = []  # every command the gate allowed
+    ran = 0  # how many of them went to the session
+
+    async def run_allowed() -> int | None:
+        """Run the allowed commands not run yet; the index of one that timed out, if any."""
+        nonlocal ran
+        pending, ran = allowed[ran:], len(allowed)
+        while pending:
+            results = await session.run_many([commands[i] for i in pending], timeout_s=timeout_ms / 1000,
+                                             max_output_bytes=limits.max_output_bytes, env=env)
+            answered = results or [SandboxError("the sandbox ran nothing")]
+            for index, result in zip(pending[:len(answered)], answered, strict=True):
+                steps[index] = await _step(commands[index], result, session, gate, call_id=call_id,
+                                           timeout_ms=timeout_ms, memory=memory)
+                if isinstance(result, CommandResult) and result.timed_out:
+                    return index
+            # What is left after a sandbox failure runs in the sandbox started in its place.
+            pending = pending[max(1, len(results)):]
+        return None
+
+    timed_out: int | None = None
     for index, command in enumerate(commands):
-        if steps and steps[-1].exit_code is None:
-            rest = len(commands) - index
-            steps.extend(
-                Step("", "[sandloop] skipped: an earlier command in this call timed out", EXIT_BACKEND_ERROR,
-                     skipped=True)
-                for _ in range(rest)
-            )
-            break
+        if len(allowed) > ran and gate.shell_asks(command):
+            timed_out = await run_allowed()
+            if timed_out is not None:
+                break
         verdict = await gate.shell(command, call_id=call_id)
         if verdict.decision is not Decision.ALLOW:
-            steps.append(Step("", f"{describe_refusal(verdict.justification, verdict.rule_id)}\n", EXIT_DENIED,
-                              refusal=verdict))
+            steps[index] = Step("", f"{describe_refusal(verdict.justification, verdict.rule_id)}\n", EXIT_DENIED,
+                                refusal=verdict)
             continue
-        try:
-            result = await session.run(
-                command,
-                timeout_s=timeout_ms / 1000,
-                max_output_bytes=limits.max_output_bytes,
-                env=env,
-            )
-        except SandloopError as exc:
-            steps.append(Step("", with_session_notes(describe(exc) + "\n", session), EXIT_BACKEND_ERROR))
-            continue
-        step = step_from_result(result, timeout_ms=timeout_ms, memory=memory)
-        steps.append(replace(step, stderr=with_session_notes(step.stderr, session)))
-        await gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
-                           detail="timed out" if result.timed_out else f"exit {result.exit_code}",
-                           exit_code=result.exit_code, timed_out=result.timed_out,
-                           duration_s=round(result.duration_s, 4))
-    return steps
+        allowed.append(index)
+    else:
+        timed_out = await run_allowed()
+    if timed_out is None:
+        return _all(steps)
+    # After a timeout nothing else of the call counts: every later command is skipped, and an
+    # allowed one that never ran is recorded so (its decision is in the log already).
+    for index in allowed:
+        if index > timed_out:
+            await gate.outcome("shell", commands[index], call_id=call_id, ok=False, detail="skipped")
+    return [*_all(steps[:timed_out + 1]), *(Step("", SKIPPED, EXIT_BACKEND_ERROR, skipped=True)
+                                                    for _ in commands[timed_out + 1:])]
+
+
+def _all(steps: Sequence[Step | None]) -> list[Step]:
+    """Every command answered: denied, or run (whatever came of it)."""
+    done = [step for step in steps if step is not None]
+    if len(done) != len(steps):
+        raise RuntimeError("a shell_call command was neither refused nor run")  # a bug here, said so
+    return done
+
+
+async def _step(command: str, result: CommandResult | SandloopError, session: Session, gate: Gate, *,
+                call_id: str, timeout_ms: int, memory: str | None) -> Step:
+    """The step of one command that ran (or could not), and its outcome for the gate's log."""
+    if isinstance(result, SandloopError):
+        return Step("", with_session_notes(describe(result) + "\n", session), EXIT_BACKEND_ERROR)
+    step = step_from_result(result, timeout_ms=timeout_ms, memory=memory)
+    await gate.outcome("shell", command, call_id=call_id, ok=result.exit_code == 0,
+                       detail="timed out" if result.timed_out else f"exit {result.exit_code}",
+                       exit_code=result.exit_code, timed_out=result.timed_out,
+                       duration_s=round(result.duration_s, 4))
+    return replace(step, stderr=with_session_notes(step.stderr, session))
 
 
 def describe_refusal(justification: str, rule_id: str | None) -> str:

@@ -1,9 +1,10 @@
 """sandloop's helper: runs commands and file operations for the host. Standard library only.
 
 It speaks :mod:`sandbox.helper.wire` on two file descriptors (stdin/stdout when run as a
-program): one thread per request, so a slow command never blocks another; one reply per request.
-When its input ends (the front-end went away, even SIGKILLed) or it has been idle too long, it
-exits. :class:`Helper` holds all of its state, so tests can run one in-process
+program) and, given ``--socket``, on a unix socket of the host's as well, connected once at start:
+one thread per request, so a slow command never blocks another; one reply per request, on the
+stream it came from. When an input ends (the front-end went away, even SIGKILLed) or it has been
+idle too long, it exits. :class:`Helper` holds all of its state, so tests can run one in-process
 (``Helper(workspace=tmp, contained=False).handle(request)``); :func:`main` is the program.
 
 In a container the helper is the main process, PID 1 (``--contained``): nothing else holds the
@@ -25,6 +26,13 @@ shell (which runs its trap, if any); after another grace period SIGKILL to whate
 background process of an earlier, finished command is never touched; when the container's pids
 limit is (nearly) used up, the helper reclaims every process that belongs to no running command.
 
+Why a socket besides the attach stream: under load, each hop of that stream (the engine, the
+container's shim) waits for a CPU on the way in and on the way out; a unix socket is one copy in
+the kernel. The attach stream stays, for the hello and for the lifecycle: its end still ends the
+helper, and with it the container. The socket is the host's (bind-mounted read-only, so
+``connect`` works and nothing can be planted there); the host accepts one connection, this one,
+before any command runs, then closes it to everyone else.
+
 Why threads and selectors rather than asyncio subprocesses: asyncio's ``Process.wait()`` only
 returns once every pipe is closed, so a grandchild that keeps stdout open (``server &``) would
 hang the call. Here the exit of the shell is observed on its own and the pipes are then drained
@@ -36,12 +44,14 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import queue
 import selectors
 import signal
+import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sandbox.helper import procs, wire
@@ -50,7 +60,9 @@ from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
 
 if TYPE_CHECKING:
-    from sandbox.helper.wire import Reply, Result
+    from sandbox.helper.wire import Reply, Result, StepReply
+
+    StepSink = Callable[[StepReply], None]
 
 __all__ = ["Helper", "main"]
 
@@ -63,6 +75,9 @@ KILL_GRACE_S = 0.5
 #: How often the tree of a timed-out command is looked at while it is being ended.
 POLL_S = 0.01
 MAX_READ_BYTES = 64 << 20
+#: How long a thread that served a request waits for the next before it ends: a session's
+#: requests reuse threads instead of starting one each (a start waits for the new thread to run).
+WORKER_IDLE_S = 30.0
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -115,6 +130,26 @@ class _Ending:
         self.known: dict[int, int] = {}  # every process of its tree seen: pid -> start
 
 
+class _Stream:
+    """One stream the protocol travels on: its replies' descriptor (written whole, one frame at a
+    time) and its ``runs`` in flight, which a ``cancel`` on the same stream can stop."""
+
+    def __init__(self, out_fd: int | None) -> None:
+        self.out_fd = out_fd
+        self.write_lock = threading.Lock()
+        self.runs: dict[int, threading.Event] = {}  # request id -> set when cancelled
+
+
+def _error_body(exc: Exception) -> wire.ErrorBody:
+    """What a request (or one command of a ``runs``) that raised ``exc`` is answered with."""
+    if isinstance(exc, OpError):
+        return {"kind": exc.kind, "message": str(exc)}
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return {"kind": "io", "message": f"{exc.strerror or exc}{where}"}
+    return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}  # a bug: still answered
+
+
 class Helper:
     """Serves requests for one workspace.
 
@@ -158,36 +193,43 @@ class Helper:
         self._lock = threading.Lock()  # the request count
         self._busy = 0
         self._last_activity = time.monotonic()
-        self._write_lock = threading.Lock()
-        self._out_fd: int | None = None
+        self._in_process = _Stream(None)  # what handle() answers for: no stream of its own
+        self._jobs: queue.SimpleQueue[tuple[object, _Stream, float]] = queue.SimpleQueue()
+        self._idle_workers = 0  # threads waiting for a job, less the jobs handed to them (under _lock)
+        #: it reached the host's socket at start (``--socket``), and serves requests there too
+        self.socket = False
 
     # --- requests ------------------------------------------------------------------------
 
-    def handle(self, message: object) -> Reply:
-        """The reply to one request. Never raises: a failure is an error reply."""
+    def handle(self, message: object, on_step: StepSink | None = None) -> Reply:
+        """The reply to one request (a ``runs`` tells ``on_step`` each command's result first).
+        Never raises: a failure is an error reply."""
         self._begin()
         try:
-            return self._answer(message)
+            return self._answer(message, self._in_process, time.monotonic(), on_step or (lambda step: None))
         finally:
             self._end()
 
-    def _answer(self, message: object) -> Reply:
+    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
         rid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         try:
             request = wire.parse_request(message)
-            return wire.ok_reply(request["id"], self._dispatch(request))
-        except OpError as exc:
-            return wire.error_reply(rid, exc.kind, str(exc))
-        except OSError as exc:
-            where = f": {exc.filename}" if exc.filename else ""
-            return wire.error_reply(rid, "io", f"{exc.strerror or exc}{where}")
-        except Exception as exc:  # a bug here must still answer the request
-            return wire.error_reply(rid, "internal", f"{type(exc).__name__}: {exc}")
+            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step))
+        except Exception as exc:
+            error = _error_body(exc)
+            return wire.error_reply(rid, error["kind"], error["message"])
 
-    def _dispatch(self, request: wire.Request) -> Result:
+    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink) -> Result:
         if request["op"] == "run":
-            return self.run(request)
+            return self.run(request, received)
+        if request["op"] == "runs":
+            return self.runs(request, stream, received, on_step)
+        if request["op"] == "cancel":
+            cancelled = stream.runs.get(request["target"])
+            if cancelled is not None:
+                cancelled.set()
+            return {"cancelled": cancelled is not None}
         if request["op"] == "read":
             return self.files.read(request["path"])
         if request["op"] == "stat":
@@ -224,56 +266,84 @@ class Helper:
             "contained": self.contained,
             "non_dumpable": procs.non_dumpable(),
             "subreaper": self.shells.subreaper,
+            "socket": self.socket,
         }
 
     # --- serving a stream ----------------------------------------------------------------
 
     def serve(self, in_fd: int, out_fd: int) -> None:
         """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends."""
-        self._out_fd = out_fd
+        stream = _Stream(out_fd)
         while True:
             try:
                 message = wire.read_frame(lambda n: os.read(in_fd, n))
             except OpError as exc:
-                self._send(wire.error_reply(None, exc.kind, str(exc)))
+                self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
                 return  # the stream is out of step: nothing after this can be trusted
             if message is None:
                 return
+            received = time.monotonic()
             self._begin()
             try:
-                self._start_thread(message)
+                self._start_thread(message, stream, received)
             except RuntimeError:  # no thread left: a fork bomb holds every pid
                 self.shells.reclaim()
                 try:
-                    self._start_thread(message)
+                    self._start_thread(message, stream, received)
                 except RuntimeError as exc:
                     self._end()
                     rid = message.get("id") if isinstance(message, dict) else None
-                    self._send(wire.error_reply(rid if isinstance(rid, int) else None, "resources",
-                                                f"pids limit exhausted: {exc}"))
+                    self._send(stream, wire.error_reply(rid if isinstance(rid, int) else None, "resources",
+                                                        f"pids limit exhausted: {exc}"))
 
-    def _start_thread(self, message: object) -> None:
-        threading.Thread(target=self._serve_one, args=(message,), daemon=True).start()
+    def _start_thread(self, message: object, stream: _Stream, received: float) -> None:
+        job = (message, stream, received)
+        with self._lock:
+            idle = self._idle_workers > 0
+            if idle:
+                self._idle_workers -= 1
+        if idle:
+            self._jobs.put(job)
+        else:
+            threading.Thread(target=self._worker, args=(job,), daemon=True).start()
 
-    def _serve_one(self, message: object) -> None:
+    def _worker(self, job: tuple[object, _Stream, float]) -> None:
+        while True:
+            self._serve_one(*job)
+            with self._lock:
+                self._idle_workers += 1
+            try:
+                job = self._jobs.get(timeout=WORKER_IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    leave = self._idle_workers > 0  # else a job was handed to us as we timed out
+                    if leave:
+                        self._idle_workers -= 1
+                if leave:
+                    return
+                job = self._jobs.get()
+
+    def _serve_one(self, message: object, stream: _Stream, received: float) -> None:
         try:
-            self._send(self._answer(message))
+            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step)))
         finally:
             self._end()
 
-    def _send(self, reply: Reply) -> None:
-        if self._out_fd is None:
+    def _send(self, stream: _Stream, reply: Reply | StepReply) -> None:
+        if stream.out_fd is None:
             return
         try:
             frame = wire.encode_frame(cast("Mapping[str, Any]", reply))
         except OpError as exc:  # a reply too large to frame is still answered
-            error = wire.error_reply(reply["id"], "too_large", str(exc))
-            frame = wire.encode_frame(cast("Mapping[str, Any]", error))
+            error: dict[str, Any] = {**wire.error_reply(reply["id"], "too_large", str(exc))}
+            if "step" in cast("Mapping[str, Any]", reply):
+                error["step"] = cast("wire.StepReply", reply)["step"]
+            frame = wire.encode_frame(error)
         view = memoryview(frame)
-        with self._write_lock:
+        with stream.write_lock:
             try:
                 while view:
-                    view = view[os.write(self._out_fd, view):]
+                    view = view[os.write(stream.out_fd, view):]
             except OSError:
                 pass  # the host is gone; the read side sees the end of the stream
 
@@ -283,7 +353,37 @@ class Helper:
 
     # --- run -----------------------------------------------------------------------------
 
-    def run(self, req: wire.RunRequest) -> wire.RunResult:
+    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink) -> wire.RunsResult:
+        """The commands one after another, each answered by a step as soon as it is done; none
+        after one that timed out, nor after a ``cancel``."""
+        rid, cancelled = req["id"], threading.Event()
+        stream.runs[rid] = cancelled
+        ran = 0
+        try:
+            for index, command in enumerate(req["commands"]):
+                if cancelled.is_set():
+                    break
+                one: wire.RunRequest = {"id": rid, "op": "run", "command": command, "timeout_s": req["timeout_s"],
+                                        "max_output_bytes": req["max_output_bytes"], "env": req["env"]}
+                ran += 1
+                try:
+                    wire.parse_request(one)  # its command, as a run's: no NUL byte
+                    result = self.run(one, received)
+                except Exception as exc:  # this command could not start: the next may
+                    on_step(wire.step_reply(rid, index, None, _error_body(exc)))
+                    received = time.monotonic()
+                    continue
+                on_step(wire.step_reply(rid, index, result))
+                if result["timed_out"]:
+                    break
+                received = result["timing"]["answered"]
+        finally:
+            stream.runs.pop(rid, None)
+        return {"ran": ran}
+
+    def run(self, req: wire.RunRequest, received: float | None = None) -> wire.RunResult:
+        if received is None:
+            received = time.monotonic()
         out, err = Capped(req["max_output_bytes"]), Capped(req["max_output_bytes"])
         oom_before = procs.oom_kills()
         if self.contained and procs.pids_exhausted():
@@ -292,9 +392,10 @@ class Helper:
             self.shells.reclaim()
         started = time.monotonic()
         shell = self.shells.start(req["command"], {**self.env, **req["env"]})
-        timed_out = False
+        spawned = time.monotonic()
+        timed_out, exited = False, 0.0
         try:
-            timed_out = self._follow(shell, started + float(req["timeout_s"]), out, err)
+            timed_out, exited = self._follow(shell, started + float(req["timeout_s"]), out, err)
         finally:
             self.shells.finished(shell, timed_out=timed_out)
         code = shell.proc.returncode
@@ -309,11 +410,14 @@ class Helper:
             "duration_s": time.monotonic() - started,
             "stdout": out.result(),
             "stderr": err.result(),
+            "timing": {"received": received, "started": started, "spawned": spawned, "exited": exited,
+                       "answered": time.monotonic()},
         }
 
-    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped) -> bool:
+    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped) -> tuple[bool, float]:
         """Collect the output until the shell exits (ending it at the deadline), then drain the
-        pipes background children may hold. True when the command timed out."""
+        pipes background children may hold. Whether the command timed out, and when its shell's
+        exit was seen (0.0: never)."""
         proc, exit_r = shell.proc, shell.exit_pipe.r
         assert proc.stdout is not None and proc.stderr is not None
         streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
@@ -353,7 +457,7 @@ class Helper:
         finally:
             sel.close()
         if ending.phase == _RUNNING:
-            return False
+            return False, exited_at or 0.0
 
         # Whatever the tree left behind goes too: a timed-out call leaves no process.
         def leftovers(table: Mapping[int, procs.Proc]) -> Iterable[int]:
@@ -361,7 +465,7 @@ class Helper:
             return {*alive, *procs.descendants(table, alive)}
 
         procs.kill_all(leftovers)
-        return True
+        return True, exited_at or 0.0
 
     def _escalate(self, pid: int, ending: _Ending, now: float) -> float:
         """One step of ending a command that ran past its deadline; returns when to look again.
@@ -395,6 +499,28 @@ class Helper:
 # --- the program -----------------------------------------------------------------------------
 
 
+def _connect(path: str) -> socket.socket | None:
+    """The host's socket, or None (where the sandbox cannot reach host sockets, gVisor's, the
+    attach stream carries everything)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inherited by commands
+    try:
+        sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        print(f"sandloop-helper: the host's socket is out of reach ({exc}); serving on stdin only",
+              file=sys.stderr)
+        return None
+    return sock
+
+
+def _serve_to_the_end(helper: Helper, in_fd: int, out_fd: int) -> None:
+    helper.serve(in_fd, out_fd)
+    # An input ended: the front-end is gone. Take every command with us (in a container the
+    # kernel does it when PID 1 exits; on the host, LocalSession relies on this).
+    helper.shutdown()
+    os._exit(0)
+
+
 def _idle_watch(helper: Helper, idle_s: float) -> None:
     while True:
         time.sleep(min(5.0, idle_s / 4))
@@ -410,6 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--home", default="/tmp/home")
     parser.add_argument("--contained", action="store_true", help="the only user of this container (its PID 1)")
     parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
+    parser.add_argument("--socket", help="a unix socket of the host's to serve requests on as well")
     args = parser.parse_args(argv)
     # First of all: from now on no other process can open our descriptors, memory or root
     # through /proc, nor ptrace us — not one with our uid, nor uid 0 without CAP_SYS_PTRACE.
@@ -428,13 +555,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.close(null)
     os.dup2(2, 1)
     os.makedirs(args.home, exist_ok=True)
+    # Before anything is read: the host's first request (its hello) learns whether this worked.
+    sock = _connect(args.socket) if args.socket else None
     helper = Helper(args.workspace, contained=args.contained, home=args.home, subreaper=args.subreaper)
     threading.Thread(target=_idle_watch, args=(helper, args.idle), name="idle", daemon=True).start()
-    helper.serve(in_fd, out_fd)
-    # The input ended: the front-end is gone. Take every command with us (in a container the
-    # kernel does it when PID 1 exits; on the host, LocalSession relies on this).
-    helper.shutdown()
-    os._exit(0)
+    if sock is not None:
+        helper.socket = True
+        threading.Thread(target=_serve_to_the_end, args=(helper, sock.fileno(), sock.fileno()), name="socket",
+                         daemon=True).start()
+    _serve_to_the_end(helper, in_fd, out_fd)
+    return 0
 
 
 if __name__ == "__main__":

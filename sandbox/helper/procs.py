@@ -8,6 +8,7 @@ bomb, and a kill aimed at a number must not reach a newcomer.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -216,11 +217,19 @@ def _read_int(*paths: str) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _pids_max() -> int | None:
+    # Set by the engine from outside: it does not change under us (one read, not one a command).
+    return _read_int("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+
+
 def pids_exhausted() -> bool:
     """Is the container's pids limit (nearly) used up? cgroup v2, then v1."""
-    limit = _read_int("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+    limit = _pids_max()
+    if limit is None:
+        return False
     current = _read_int("/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids/pids.current")
-    return limit is not None and current is not None and current >= limit * 0.9
+    return current is not None and current >= limit * 0.9
 
 
 def oom_kills() -> int | None:

@@ -7,6 +7,9 @@ Framing
     One stream each way. A frame is a 4-byte big-endian unsigned length followed by that many
     bytes of UTF-8 JSON holding one object. Frames larger than :data:`MAX_FRAME` are refused.
 
+Two streams may carry the protocol at once (a container's attach stream and the unix socket
+the host hands it): each request is answered on the stream it came in on.
+
 Requests (host to helper)
     ``{"id": <int>, "op": <op>, ...fields}``; ``id`` is unique among the requests in flight.
 
@@ -17,6 +20,10 @@ Requests (host to helper)
     run       ``command`` str (no NUL), ``timeout_s`` number > 0, ``max_output_bytes`` int > 0
               (per stream), ``env`` object of str to str (names without ``=``, no NUL; added
               to the helper's minimal environment, winning over it)
+    runs      ``commands``: a non-empty list of such strings, run one after another, and the same
+              other fields as ``run`` (the timeout is each command's own); after a command
+              that timed out the rest are not run
+    cancel    ``target`` int: a ``runs`` request in flight starts no further command
     read      ``path`` str, relative to the workspace
     stat      ``path`` str
     commit    ``changes``: list of ``{"path": str, "data": base64 str or null (delete),
@@ -28,6 +35,12 @@ Replies (helper to host)
     concurrently): ``{"id", "ok": true, "result": {...}}`` with the op's result type below, or
     ``{"id", "ok": false, "error": {"kind": <ErrorKind>, "message": str}}``. A frame that cannot
     be read at all is answered with ``"id": null`` and the helper stops.
+
+    A ``runs`` request is answered by one step frame per command it ran, as soon as that
+    command is done — ``{"id", "step": <index>, "ok": true, "result": <run's result>}`` or
+    ``{"id", "step": <index>, "ok": false, "error": {...}}`` (that command could not start) —
+    and then its reply, ``{"id", "ok": true, "result": {"ran": <how many ran>}}``. The steps
+    carry the results, so whatever happens to the helper, the host knows which commands ran.
 
 Error kinds (:data:`ErrorKind`): ``bad_request`` (malformed frame or request), ``path_refused``
 (a path is absolute, has ``..``, names a symlink or a non-directory on the way, or a directory
@@ -50,6 +63,8 @@ __all__ = [
     "MAX_FRAME",
     "OPS",
     "PROTOCOL_VERSION",
+    "CancelRequest",
+    "CancelResult",
     "Capture",
     "Change",
     "CommitRequest",
@@ -57,6 +72,7 @@ __all__ = [
     "ErrorBody",
     "ErrorKind",
     "ErrorReply",
+    "FrameDecoder",
     "HelloRequest",
     "HelloResult",
     "OkReply",
@@ -66,18 +82,23 @@ __all__ = [
     "ReadResult",
     "RunRequest",
     "RunResult",
+    "RunsRequest",
+    "RunsResult",
     "StatRequest",
     "StatResult",
+    "StepReply",
     "SubreaperHow",
+    "Timing",
     "encode_frame",
     "error_reply",
     "ok_reply",
     "parse_request",
     "read_frame",
+    "step_reply",
 ]
 
 #: Bumped whenever a request, a reply or the framing changes.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MAX_FRAME = 256 << 20
 _HEADER = struct.Struct(">I")
 
@@ -88,7 +109,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 #: exec'ing it through the subreaper program, by a prctl between fork and exec, or not at all.
 SubreaperHow = Literal["exec", "preexec", "none"]
 
-Op = Literal["hello", "run", "read", "stat", "commit"]
+Op = Literal["hello", "run", "runs", "cancel", "read", "stat", "commit"]
 OPS: tuple[Op, ...] = get_args(Op)
 
 
@@ -115,6 +136,21 @@ class RunRequest(TypedDict):
     timeout_s: float
     max_output_bytes: int
     env: dict[str, str]
+
+
+class RunsRequest(TypedDict):
+    id: int
+    op: Literal["runs"]
+    commands: list[str]
+    timeout_s: float
+    max_output_bytes: int
+    env: dict[str, str]
+
+
+class CancelRequest(TypedDict):
+    id: int
+    op: Literal["cancel"]
+    target: int
 
 
 class ReadRequest(TypedDict):
@@ -156,6 +192,7 @@ class HelloResult(TypedDict):
     contained: bool  # the helper owns every process it can see (a container's PID 1)
     non_dumpable: bool  # commands cannot reach the helper through /proc or ptrace
     subreaper: SubreaperHow
+    socket: bool  # it reached the host's socket, and serves requests there too
 
 
 class Capture(TypedDict):
@@ -166,6 +203,17 @@ class Capture(TypedDict):
     dropped_lines: int
 
 
+class Timing(TypedDict):
+    """When a command passed each point on its way through the helper: seconds on the helper's
+    monotonic clock (the host's own, unless the sandbox has a kernel of its own)."""
+
+    received: float  # its request was read
+    started: float  # the helper began to start its shell
+    spawned: float  # the shell was started
+    exited: float  # the shell's exit was seen (0 when it never exited: timed out)
+    answered: float  # its output was collected and its result made
+
+
 class RunResult(TypedDict):
     exit_code: int | None  # None when the command timed out; 128+N when signal N ended it
     signal: int | None
@@ -174,6 +222,15 @@ class RunResult(TypedDict):
     duration_s: float
     stdout: Capture
     stderr: Capture
+    timing: Timing
+
+
+class RunsResult(TypedDict):
+    ran: int  # how many commands ran (each was answered by a step frame)
+
+
+class CancelResult(TypedDict):
+    cancelled: bool  # the target was in flight (it starts nothing more)
 
 
 class ReadResult(TypedDict):
@@ -203,8 +260,10 @@ class ErrorBody(TypedDict):
 
 
 if TYPE_CHECKING:
-    Request = HelloRequest | RunRequest | ReadRequest | StatRequest | CommitRequest
-    Result = HelloResult | RunResult | ReadResult | StatResult | CommitResult
+    Request = (HelloRequest | RunRequest | RunsRequest | CancelRequest | ReadRequest | StatRequest
+               | CommitRequest)
+    Result = (HelloResult | RunResult | RunsResult | CancelResult | ReadResult | StatResult
+              | CommitResult)
 
 
 class OkReply(TypedDict):
@@ -219,12 +278,27 @@ class ErrorReply(TypedDict):
     error: ErrorBody
 
 
+class StepReply(TypedDict, total=False):
+    id: int
+    step: int
+    ok: bool
+    result: RunResult  # when ok
+    error: ErrorBody  # when not
+
+
 if TYPE_CHECKING:
     Reply = OkReply | ErrorReply
 
 
 def ok_reply(rid: int, result: Result) -> OkReply:
     return {"id": rid, "ok": True, "result": result}
+
+
+def step_reply(rid: int, index: int, result: RunResult | None, error: ErrorBody | None = None) -> StepReply:
+    if result is not None:
+        return {"id": rid, "step": index, "ok": True, "result": result}
+    assert error is not None
+    return {"id": rid, "step": index, "ok": False, "error": error}
 
 
 def error_reply(rid: int | None, kind: ErrorKind, message: str) -> ErrorReply:
@@ -252,10 +326,17 @@ def parse_request(message: object) -> Request:
         raise OpError("bad_request", "a request needs an integer 'id'")
     if op not in OPS:
         raise OpError("bad_request", f"unknown op {op!r}")
-    if op == "run":
-        command, env = message.get("command"), message.get("env")
-        _check(isinstance(command, str), op, "command", "a string")
-        _check("\x00" not in cast(str, command), op, "command", "free of NUL bytes")
+    if op in ("run", "runs"):
+        env = message.get("env")
+        if op == "run":
+            command = message.get("command")
+            _check(isinstance(command, str), op, "command", "a string")
+            _check("\x00" not in cast(str, command), op, "command", "free of NUL bytes")
+        else:  # each command is checked as it comes up: one with a NUL is that step's error
+            commands = message.get("commands")
+            _check(isinstance(commands, list) and bool(commands)
+                   and all(isinstance(c, str) for c in commands),
+                   op, "commands", "a non-empty list of strings")
         _check(_number(message.get("timeout_s")) and message["timeout_s"] > 0, op, "timeout_s", "a number > 0")
         size = message.get("max_output_bytes")
         _check(isinstance(size, int) and not isinstance(size, bool) and size > 0, op, "max_output_bytes",
@@ -264,6 +345,9 @@ def parse_request(message: object) -> Request:
                op, "env", "an object of strings")
         _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
                op, "env", "names without '=' and values without NUL bytes")
+    elif op == "cancel":
+        target = message.get("target")
+        _check(isinstance(target, int) and not isinstance(target, bool), op, "target", "an integer")
     elif op in ("read", "stat"):
         _check(isinstance(message.get("path"), str), op, "path", "a string")
     elif op == "commit":
@@ -300,6 +384,36 @@ def _exact(recv: Callable[[int], bytes], n: int) -> bytes | None:
     return bytes(buf)
 
 
+def _decode(body: bytes) -> object:
+    try:
+        return cast(object, json.loads(body))
+    except ValueError as exc:
+        raise OpError("bad_request", f"a frame that is not JSON: {exc}") from None
+
+
+class FrameDecoder:
+    """Frames out of a stream that arrives in pieces of any size (an event loop's reads)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[object]:
+        """Every message completed by ``data``. OpError("bad_request") as :func:`read_frame`."""
+        self._buf += data
+        out: list[object] = []
+        while len(self._buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buf)
+            if size > MAX_FRAME:
+                raise OpError("bad_request", f"a frame of {size} bytes exceeds {MAX_FRAME}")
+            end = _HEADER.size + size
+            if len(self._buf) < end:
+                break
+            body = bytes(self._buf[_HEADER.size:end])
+            del self._buf[:end]
+            out.append(_decode(body))
+        return out
+
+
 def read_frame(recv: Callable[[int], bytes]) -> object | None:
     """The next message from ``recv`` (a ``read(n)``), or None when the stream ends.
 
@@ -314,7 +428,4 @@ def read_frame(recv: Callable[[int], bytes]) -> object | None:
     body = _exact(recv, size)
     if body is None:
         return None
-    try:
-        return cast(object, json.loads(body))
-    except ValueError as exc:
-        raise OpError("bad_request", f"a frame that is not JSON: {exc}") from None
+    return _decode(body)

@@ -53,6 +53,9 @@ class RecordingGate:
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._yes(command)
 
+    def shell_asks(self, command: str) -> bool:
+        return False
+
     async def patch(self, path: str, kind: PatchKind, *, call_id: str, size_bytes: int | None = None) -> Verdict:
         return await self._yes(f"{kind} {path}")
 

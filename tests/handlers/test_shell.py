@@ -40,6 +40,9 @@ class DenyWordGate:
             return Verdict(Decision.DENY, f"{self.word} is not allowed here", "no-" + self.word, "test:1")
         return Verdict(Decision.ALLOW, "ok")
 
+    def shell_asks(self, command: str) -> bool:
+        return False
+
     async def patch(self, path, kind, *, call_id):  # type: ignore[no-untyped-def]
         raise AssertionError("not used")
 
