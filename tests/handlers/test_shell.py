@@ -187,3 +187,64 @@ async def test_local_shell_call_round_trip(docker_client, user_workspace: Path) 
         legacy = {k: v for k, v in item.items() if k != "call_id"}
         out = await handle_local_shell_call(kind.parse(legacy), session, gate, id_field="call_id")
         assert out["call_id"] == "lsh_1"
+
+
+class AskingGate(DenyWordGate):
+    """Allows everything, but would ask a person about commands with "ask" in them: when it is
+    asked, it notes whether the command before has already run (its file exists)."""
+
+    def __init__(self, workspace: Path) -> None:
+        super().__init__("nothing-denied")
+        self.workspace = workspace
+        self.seen_before_asking: list[bool] = []
+
+    def shell_asks(self, command: str) -> bool:
+        return "ask" in command
+
+    async def shell(self, command: str, *, call_id: str) -> Verdict:
+        if "ask" in command:
+            self.seen_before_asking.append((self.workspace / "first").exists())
+        return await super().shell(command, call_id=call_id)
+
+
+@pytest.mark.docker
+async def test_commands_before_one_a_person_decides_have_run_first(docker_client, user_workspace: Path) -> None:
+    gate = AskingGate(user_workspace)
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        out = await handle_shell_call(_call(["touch first", "echo ask", "echo after"]), session, gate)
+        assert [o["stdout"] for o in out["output"]] == ["", "ask\n", "after\n"]
+        assert gate.seen_before_asking == [True]
+
+
+@pytest.mark.docker
+async def test_a_call_of_many_commands_answers_each_on_its_own(docker_client, user_workspace: Path) -> None:
+    gate = DenyWordGate("push")
+    commands = [f"echo {i}; exit {i % 3}" for i in range(60)]
+    commands[10] = "echo bad \x00 byte"  # refused by the helper: that command alone
+    commands[20] = "git push"  # refused by the gate
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        out = await handle_shell_call(_call(commands, timeout_ms=10_000), session, gate)
+    entries = out["output"]
+    assert len(entries) == 60
+    for i, entry in enumerate(entries):
+        if i == 10:
+            assert entry["outcome"]["exit_code"] == 125 and "NUL" in entry["stderr"]
+        elif i == 20:
+            assert entry["outcome"]["exit_code"] == EXIT_DENIED
+        else:
+            assert entry == {"stdout": f"{i}\n", "stderr": "", "outcome": {"type": "exit", "exit_code": i % 3}}
+    assert len(gate.outcomes) == 58
+
+
+@pytest.mark.docker
+async def test_a_cancelled_call_starts_no_further_command(docker_client, user_workspace: Path) -> None:
+    gate = DenyWordGate("nothing-denied")
+    async with await DockerSession.create(user_workspace, client=docker_client) as session:
+        task = asyncio.create_task(handle_shell_call(_call(["sleep 1", "touch later"]), session, gate))
+        await asyncio.sleep(0.4)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(2)
+        assert not (user_workspace / "later").exists()
+        assert (await session.run("echo still")).stdout.text == "still\n"

@@ -322,3 +322,39 @@ def test_a_commit_of_many_files_holds_one_descriptor_per_folder(tmp_path: Path) 
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert len(os.listdir(tmp_path / "d0")) == 500 and (tmp_path / "d2" / "f1499.txt").read_text() == "x\n"
+
+
+# --- several commands in one request ----------------------------------------------------------
+
+
+def test_runs_answers_each_command_as_a_step_and_stops_after_a_timeout(helper: Helper) -> None:
+    steps: list[wire.StepReply] = []
+    reply = helper.handle({"id": 4, "op": "runs", "commands": ["echo a", "exit 3", "echo \x00", "sleep 5", "echo no"],
+                           "timeout_s": 0.5, "max_output_bytes": 1 << 10, "env": {}}, steps.append)
+    assert reply == {"id": 4, "ok": True, "result": {"ran": 4}}
+    assert [s["step"] for s in steps] == [0, 1, 2, 3] and all(s["id"] == 4 for s in steps)
+    first, second, nul, slow = steps
+    assert text(first["result"]["stdout"]) == "a\n" and second["result"]["exit_code"] == 3
+    assert not nul["ok"] and nul["error"]["kind"] == "bad_request"
+    assert slow["result"]["timed_out"]
+    timing = first["result"]["timing"]
+    assert timing["received"] <= timing["started"] <= timing["spawned"] <= timing["exited"] <= timing["answered"]
+    # the next command's wait is counted from the one before, not from the request
+    assert second["result"]["timing"]["received"] == timing["answered"]
+
+
+def test_a_cancel_stops_a_runs_request_between_commands(helper: Helper, tmp_path: Path) -> None:
+    to_helper, to_client = os.pipe(), os.pipe()
+    thread = threading.Thread(target=helper.serve, args=(to_helper[0], to_client[1]), daemon=True)
+    thread.start()
+    os.write(to_helper[1], wire.encode_frame({"id": 1, "op": "runs", "commands": ["sleep 0.5", "touch later"],
+                                               "timeout_s": 5, "max_output_bytes": 100, "env": {}}))
+    time.sleep(0.1)
+    os.write(to_helper[1], wire.encode_frame({"id": 2, "op": "cancel", "target": 1}))
+    frames = [wire.read_frame(lambda n: os.read(to_client[0], n)) for _ in range(3)]
+    os.close(to_helper[1])
+    thread.join(10)
+    by_kind = {("step" if "step" in f else f["id"]): f for f in frames if isinstance(f, dict)}
+    assert by_kind[2]["result"] == {"cancelled": True}
+    assert by_kind["step"]["step"] == 0 and by_kind[1]["result"] == {"ran": 1}
+    assert not (tmp_path / "later").exists()

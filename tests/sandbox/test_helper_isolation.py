@@ -11,10 +11,12 @@ import os
 import platform
 import stat
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
 
+from sandbox import docker as docker_backend
 from sandbox.bundle import HELPER_MODULES, zipapp
 from sandbox.docker import HELPER_PATH, DockerSession
 from sandbox.helper.subreaper import program
@@ -173,3 +175,31 @@ async def test_the_host_environment_never_reaches_the_container(docker_client: d
             env = environ(pid)
             assert "OPENAI_API_KEY" not in env and "SANDLOOP_TEST_MARKER" not in env, (pid, env)
             assert not any(x in value for value in env.values() for x in secrets)
+
+
+@pytest.mark.parametrize("owner", ["root", "user"])
+async def test_the_helpers_socket_is_the_helpers_alone(docker_client: docker.DockerClient, tmp_path: Path,
+                                                       owner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests travel over the host's unix socket, which nobody else can ever connect to: gone
+    from the container before the first command, its directory read-only, no place on the host
+    left behind; the protocol stays in step."""
+    made: list[Path] = []
+
+    class Recorded(docker_backend.HelperListener):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            made.append(self.dir)
+
+    monkeypatch.setattr(docker_backend, "HelperListener", Recorded)
+    ws = _workspace(tmp_path, owner)
+    async with await DockerSession.create(ws, client=docker_client) as s:
+        assert s.hello is not None and s.hello["socket"]
+        assert (await s._client())._recv is None  # read by the event loop: the socket's client
+        assert made and not made[0].exists()  # accepted, then removed from the host at once
+        attack = ("python3 -I -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); "
+                  "s.connect('/opt/sandloop/socket/helper.sock'); print('connected')\"; "
+                  "touch /opt/sandloop/socket/planted && echo planted; ls -a /opt/sandloop/socket")
+        r = await asyncio.wait_for(s.run(attack, timeout_s=10), 30)
+        assert "connected" not in r.stdout.text and "planted" not in r.stdout.text, r
+        assert "helper.sock" not in r.stdout.text
+        await _in_step(s)
