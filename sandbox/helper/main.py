@@ -454,6 +454,11 @@ class Helper:
                     else:
                         sel.unregister(key.fd)
                         open_pipes.discard(key.fd)
+                if exited_at is None and not open_pipes and self.shells.reaped(shell):
+                    # Both pipes ended with the shell, which we reaped ourselves: no waiting for
+                    # the reaper thread to notice and tell us (one wakeup less on every command).
+                    sel.unregister(exit_r)
+                    exited_at = time.monotonic()
         finally:
             sel.close()
         if ending.phase == _RUNNING:

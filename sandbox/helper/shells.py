@@ -284,6 +284,25 @@ class Shells:
                 shell.proc.returncode = _exit_code(status)  # so Popen never waits on the pid itself
                 shell.exit_pipe.fire()
 
+    def reaped(self, shell: Shell) -> bool:
+        """Reap ``shell`` here if it has exited (contained: else the reaper thread's): True when
+        it is done for and its exit code set. The reaper may get there first; then it sets the
+        code and fires the exit pipe as usual. Outside a container its own thread waits for it."""
+        if not self.contained:
+            return False
+        with self._lock:  # a spawn registers under it: the pid cannot be someone else's meanwhile
+            if self._reaping.get(shell.pid) is not shell:
+                return False
+            try:
+                pid, status = os.waitpid(shell.pid, os.WNOHANG)
+            except ChildProcessError:  # the reaper has it: it tells through the exit pipe
+                return False
+            if pid == 0:
+                return False  # still running (it closed its pipes itself)
+            del self._reaping[shell.pid]
+        shell.proc.returncode = _exit_code(status)
+        return True
+
     # --- the books -----------------------------------------------------------------------
 
     def finished(self, shell: Shell, *, timed_out: bool) -> None:
