@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import queue
 import selectors
 import signal
 import socket
@@ -75,8 +74,8 @@ KILL_GRACE_S = 0.5
 #: How often the tree of a timed-out command is looked at while it is being ended.
 POLL_S = 0.01
 MAX_READ_BYTES = 64 << 20
-#: How long a thread that served a request waits for the next before it ends: a session's
-#: requests reuse threads instead of starting one each (a start waits for the new thread to run).
+#: How long a thread that served a request waits to lead again before it ends (while another is
+#: ready): a session's requests reuse threads instead of starting one each.
 WORKER_IDLE_S = 30.0
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -138,6 +137,12 @@ class _Stream:
         self.out_fd = out_fd
         self.write_lock = threading.Lock()
         self.runs: dict[int, threading.Event] = {}  # request id -> set when cancelled
+        # Serving it (see Helper.serve):
+        self.in_fd = -1
+        self.read_lock = threading.Lock()  # held by the thread that waits for the next request
+        self.lock = threading.Lock()  # for ready
+        self.ready = 0  # threads leading or waiting to: never 0 while the stream is served
+        self.ended = threading.Event()
 
 
 def _error_body(exc: Exception) -> wire.ErrorBody:
@@ -194,8 +199,6 @@ class Helper:
         self._busy = 0
         self._last_activity = time.monotonic()
         self._in_process = _Stream(None)  # what handle() answers for: no stream of its own
-        self._jobs: queue.SimpleQueue[tuple[object, _Stream, float]] = queue.SimpleQueue()
-        self._idle_workers = 0  # threads waiting for a job, less the jobs handed to them (under _lock)
         #: it reached the host's socket at start (``--socket``), and serves requests there too
         self.socket = False
 
@@ -272,56 +275,63 @@ class Helper:
     # --- serving a stream ----------------------------------------------------------------
 
     def serve(self, in_fd: int, out_fd: int) -> None:
-        """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends."""
+        """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends.
+
+        Leaders and followers: of the stream's threads, the one holding its read lock waits for
+        the next request, then lets the next thread lead and serves the request itself — no
+        hand-over to another thread on the way of a request (under load each such wakeup waits
+        for a CPU). It makes sure another thread is ready to lead first, so a slow command never
+        holds up the stream; threads idle for WORKER_IDLE_S end while another is ready."""
         stream = _Stream(out_fd)
-        while True:
-            try:
-                message = wire.read_frame(lambda n: os.read(in_fd, n))
-            except OpError as exc:
-                self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
-                return  # the stream is out of step: nothing after this can be trusted
-            if message is None:
-                return
-            received = time.monotonic()
-            self._begin()
-            try:
-                self._start_thread(message, stream, received)
-            except RuntimeError:  # no thread left: a fork bomb holds every pid
-                self.shells.reclaim()
-                try:
-                    self._start_thread(message, stream, received)
-                except RuntimeError as exc:
-                    self._end()
-                    rid = message.get("id") if isinstance(message, dict) else None
-                    self._send(stream, wire.error_reply(rid if isinstance(rid, int) else None, "resources",
-                                                        f"pids limit exhausted: {exc}"))
+        stream.in_fd = in_fd
+        self._add_follower(stream)
+        stream.ended.wait()
 
-    def _start_thread(self, message: object, stream: _Stream, received: float) -> None:
-        job = (message, stream, received)
-        with self._lock:
-            idle = self._idle_workers > 0
-            if idle:
-                self._idle_workers -= 1
-        if idle:
-            self._jobs.put(job)
-        else:
-            threading.Thread(target=self._worker, args=(job,), daemon=True).start()
+    def _add_follower(self, stream: _Stream) -> bool:
+        with stream.lock:
+            stream.ready += 1
+        try:
+            threading.Thread(target=self._follow_stream, args=(stream,), daemon=True).start()
+        except RuntimeError:  # no thread left: a fork bomb holds every pid
+            with stream.lock:
+                stream.ready -= 1
+            return False
+        return True
 
-    def _worker(self, job: tuple[object, _Stream, float]) -> None:
-        while True:
-            self._serve_one(*job)
-            with self._lock:
-                self._idle_workers += 1
-            try:
-                job = self._jobs.get(timeout=WORKER_IDLE_S)
-            except queue.Empty:
-                with self._lock:
-                    leave = self._idle_workers > 0  # else a job was handed to us as we timed out
+    def _follow_stream(self, stream: _Stream) -> None:
+        while not stream.ended.is_set():
+            if not stream.read_lock.acquire(timeout=WORKER_IDLE_S):
+                with stream.lock:
+                    leave = stream.ready > 1
                     if leave:
-                        self._idle_workers -= 1
+                        stream.ready -= 1
                 if leave:
                     return
-                job = self._jobs.get()
+                continue
+            try:
+                if stream.ended.is_set():
+                    return
+                try:
+                    message = wire.read_frame(lambda n: os.read(stream.in_fd, n))
+                except OpError as exc:
+                    self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
+                    message = None  # the stream is out of step: nothing after this can be trusted
+                if message is None:
+                    stream.ended.set()
+                    return
+                received = time.monotonic()
+                self._begin()
+                with stream.lock:
+                    stream.ready -= 1
+                    alone = stream.ready == 0
+            finally:
+                stream.read_lock.release()
+            if alone and not self._add_follower(stream):
+                self.shells.reclaim()  # free the pids a background fork bomb holds, then try again
+                self._add_follower(stream)  # else this thread leads again once it is done
+            self._serve_one(message, stream, received)
+            with stream.lock:
+                stream.ready += 1
 
     def _serve_one(self, message: object, stream: _Stream, received: float) -> None:
         try:
