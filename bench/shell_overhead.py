@@ -166,9 +166,12 @@ async def per_command(client: docker.DockerClient, image: str, session: DockerSe
     print("  where a command's time goes (each hop: median and its share of the median, mean and its share):")
     breakdown([r.timing for r in results], samples["sandloop"])
     inside = median([r.timing["exited"] - r.timing["started"] for r in results])
+    floor = inside + med["helper round trip"]
     print(f"  floors, same run: the shell's own start and run inside the container {ms(inside)} "
-          f"({inside / med['native']:.2f}× native's whole subprocess.run); a helper round trip "
-          f"that runs no command {ms(med['helper round trip'])}")
+          f"({inside / med['native']:.2f}× native's whole subprocess.run: the container's fork, exec "
+          f"and wait under its seccomp filter and CPU quota); a helper round trip that runs no command "
+          f"{ms(med['helper round trip'])}; the two together {ms(floor)} = {floor / med['native']:.2f}× "
+          f"native, so sandloop is {med['sandloop'] / floor:.2f}× its floor")
     print(f"  for context: sandloop / native via asyncio.to_thread "
           f"{med['sandloop'] / med['native via thread']:.2f}× (the hop alone: {ms(med['thread hop alone'])})")
     exec_ratio = med["docker exec"] / med["sandloop"]

@@ -427,8 +427,8 @@ class HelperSession(Session):
     ) -> list[CommandResult | SandloopError]:
         """In one request: the helper runs them one after another and answers each as soon as
         it is done, so a command costs no round trip of its own."""
-        if not commands:
-            return []
+        if len(commands) <= 1:  # one frame back instead of a step and a reply
+            return await super().run_many(commands, timeout_s=timeout_s, max_output_bytes=max_output_bytes, env=env)
         timeout = self.limits.timeout_s(timeout_s)
         cap = self.limits.output_bytes(max_output_bytes)
         client = await self._client()
