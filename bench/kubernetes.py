@@ -65,7 +65,7 @@ async def latency(k8s: KubernetesSession, direct: DockerSession, n: int) -> None
     ratio = median(ks) / median(ds)
     print("1. per-command latency (echo hi)")
     print(f"  kubernetes (fake API server, attach websocket): {spread(ks, ' ms', 1000)}")
-    print(f"  docker direct (attach socket): {spread(ds, ' ms', 1000)}")
+    print(f"  docker direct (the helper's unix socket): {spread(ds, ' ms', 1000)}")
     judge("kubernetes / docker", f"{ratio:.2f}×", "≤ 3×", ratio <= 3)
 
 
