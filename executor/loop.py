@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import enum
 import time
 import typing
 from collections.abc import Callable, Sequence
@@ -34,6 +33,7 @@ from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response, ResponseInputItemParam
 
 from executor.dispatch import CallRecord, Dispatcher, EventSink
+from executor.exits import ExitCode
 from executor.items import as_dict
 from executor.registry import tool_params
 from executor.toolbox import Toolbox
@@ -50,18 +50,6 @@ __all__ = [
     "replayable",
     "run_sync",
 ]
-
-
-class ExitCode(enum.IntEnum):
-    """The process exit codes of ``sandloop run`` (documented in its --help)."""
-
-    ANSWERED = 0
-    ERROR = 1
-    USAGE = 2
-    BUDGET = 3
-    REFUSED = 4  # a model refusal, a content filter or a refused safety check
-    INCOMPLETE = 5
-    INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 
 
 @dataclass

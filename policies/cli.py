@@ -13,30 +13,37 @@ import shlex
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from policies import audit
 from policies.engine import PolicyEngine, example_problems, load_policy
 from policies.lint import lint
 from policies.model import Layer, PolicyLoadError, Problem, json_schema, key_lines
 from policies.model import validation_problems as _problems_of
+from sandloop.text import visible
 from sandloop.verdict import Decision, Verdict
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["register"]
 
 EXIT_CODES = "exit codes: 0 ok · 1 findings, failing tests or changed decisions · 2 usage or load error"
 
 
+# rich is imported by the commands that print markup or tables, not by every one: a scripted
+# ``policy explain`` prints plain lines and starts faster without it.
 def _out() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stdout, soft_wrap=True, highlight=False)
 
 
 def _err() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, soft_wrap=True, highlight=False)
 
 
@@ -75,6 +82,8 @@ def _check(args: argparse.Namespace) -> int:
         _emit({"ok": not findings, "sha256": engine.sha256, "rules": len(engine.rules),
                "findings": [f.as_dict() for f in findings]})
     else:
+        from rich.markup import escape
+
         console = _out()
         console.print(f"{args.file}: schema ok, {len(engine.rules)} rules, inline examples pass, "
                       f"sha256 {engine.sha256}")
@@ -100,7 +109,7 @@ def _explain(args: argparse.Namespace) -> int:
         return _load_errors(args, exc.problems)
     asked = [bool(args.command), args.patch is not None, args.url is not None]
     if sum(asked) != 1:
-        _err().print("explain needs exactly one of: -- 'command line', --patch OP.json, --url URL")
+        print("explain needs exactly one of: -- 'command line', --patch OP.json, --url URL", file=sys.stderr)
         return 2
     rows: list[dict[str, Any]] = []
     if args.command:
@@ -115,7 +124,7 @@ def _explain(args: argparse.Namespace) -> int:
             op = json.loads(Path(args.patch).read_text())
             path, kind = op["path"], op.get("type") or op["kind"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            _err().print(f"{args.patch}: need a JSON object with path and type: {exc}")
+            print(visible(f"{args.patch}: need a JSON object with path and type: {exc}"), file=sys.stderr)
             return 2
         size = len(op.get("diff", "").encode()) if isinstance(op.get("diff"), str) else None
         verdict = engine.patch(path, kind, size_bytes=size)
@@ -126,13 +135,11 @@ def _explain(args: argparse.Namespace) -> int:
     if args.json:
         _emit({"input": subject, "verdict": _verdict(verdict), "commands": rows})
         return 0
-    console = _out()
     for r in rows:
-        console.print(f"  {r['decision']:<6} {r['command']}\n         by {r['rule_id'] or 'the default'}"
-                      f" at {r['source']}: {r['justification']}", markup=False)
-    console.print(f"{subject!r} → [bold]{verdict.decision.value}[/bold] by "
-                  f"{verdict.rule_id or 'the default'} ({verdict.source or 'built-in'}): "
-                  f"{verdict.justification}", markup=True)
+        print(visible(f"  {r['decision']:<6} {r['command']}\n         by {r['rule_id'] or 'the default'}"
+                      f" at {r['source']}: {r['justification']}"))
+    print(visible(f"{subject!r} → {verdict.decision.value} by {verdict.rule_id or 'the default'} "
+                  f"({verdict.source or 'built-in'}): {verdict.justification}"))
     return 0
 
 
@@ -312,6 +319,8 @@ def _diff(args: argparse.Namespace) -> int:
     else:
         console = _out()
         if changed:
+            from rich.table import Table
+
             table = Table("input", "old", "new")
             for s, a, b in changed:
                 table.add_row(s, f"{a.decision.value} ({a.rule_id or 'default'})",
@@ -405,6 +414,8 @@ def _audit_summary(args: argparse.Namespace) -> int:
         return 0
     console = _out()
     console.print(f"{data['records']} records, {data['decisions']} decisions")
+    from rich.table import Table
+
     table = Table("rule → decision", "count")
     for key, count in data["per_rule"].items():
         table.add_row(key, str(count))

@@ -14,3 +14,5 @@ only the standard library, so they run inside any image with a ``python3``:
 The run API (the loop, toolboxes, policies, sessions) lives in ``executor``, ``policies`` and
 ``sandbox``; this package only names the things they exchange.
 """
+
+__version__ = "0.1.0"
