@@ -46,6 +46,7 @@ class CallRecord:
     call_id: str
     type: str
     summary: str
+    parts: list[str] = field(default_factory=list)  # what a call of several commands ran, one each
     ok: bool = True
     outcome: str = ""
     duration_s: float = 0.0
@@ -106,7 +107,8 @@ class Dispatcher:
             if call_id in answered:
                 continue
             earlier = by_id.pop(call_id, None)
-            work = _Work(kind, item, CallRecord(call_id, kind.call_type, kind.summary(item)))
+            work = _Work(kind, item, CallRecord(call_id, kind.call_type, kind.summary(item),
+                                                      kind.parts(item)))
             if earlier is not None:
                 # One call_id, two calls: the conversation keeps the later call under that id,
                 # so that is the one to run and answer; the earlier one is named in the answer.
@@ -165,7 +167,7 @@ class Dispatcher:
         record, kind, item = work.record, work.kind, work.item
         start = time.perf_counter()
         self.on_event("call_start", {"call_id": record.call_id, "type": record.type,
-                                     "summary": record.summary})
+                                     "summary": record.summary, "parts": record.parts})
         try:
             answer = await self._answer(work, deadline)
         except MalformedCall as exc:

@@ -91,6 +91,12 @@ class ToolKind(abc.ABC, Generic[CallT]):
         """One line for progress and logs (from the raw item: malformed calls have one too)."""
         return self.call_type
 
+    def parts(self, item: dict[str, Any]) -> list[str]:
+        """The separate things one call runs, when it runs several (a shell_call's commands, each
+        with its own exit code): progress shows them as a list, one per line, never joined into
+        one line they were not. Empty when the summary says it all."""
+        return []
+
     # -- what a call needs -----------------------------------------------------------------
 
     def tool_params(self) -> list[dict[str, Any]]:

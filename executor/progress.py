@@ -29,6 +29,10 @@ class Progress:
                     f"{u.total_tokens} tokens[/]")
         elif kind == "call_start":
             c.print(f"  → {data['type']} [cyan]{shown(data['summary'], one_line=True)}[/]", highlight=False)
+            for part in data.get("parts") or ():
+                # Separate commands with an exit code each: a list, one per line, never one
+                # shell line (`a && b`, `a ; b`) they were not.
+                c.print(f"      [cyan]$ {shown(part, one_line=True)}[/]", highlight=False)
         elif kind == "decision":
             if data["what"] == "url" and data["decision"] == "allow":
                 # A page fetches dozens of resources: the first allowed one of each host is

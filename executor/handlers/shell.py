@@ -279,7 +279,14 @@ class ShellCallKind(ToolKind[ResponseFunctionShellToolCall]):
         return call
 
     def summary(self, item: dict[str, Any]) -> str:
-        return " && ".join(str(c) for c in _commands(item))[:120] or self.call_type
+        commands = _commands(item)
+        if len(commands) > 1:  # each one is in parts(): they ran one by one, not as one shell line
+            return f"{len(commands)} commands"
+        return str(commands[0])[:120] if commands else self.call_type
+
+    def parts(self, item: dict[str, Any]) -> list[str]:
+        commands = _commands(item)
+        return [str(c)[:120] for c in commands] if len(commands) > 1 else []
 
     def tool_params(self) -> list[dict[str, Any]]:
         tb = self.toolbox

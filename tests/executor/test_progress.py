@@ -1,0 +1,30 @@
+"""The progress view shows calls as what they are."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from executor.dispatch import Dispatcher
+from executor.progress import Progress
+from executor.testing import shell_call
+from executor.toolbox import Toolbox
+
+
+async def test_a_shell_call_of_several_commands_is_a_list_not_one_shell_line() -> None:
+    # Two commands run one after the other with an exit code each: `cd src && make && pytest -q`
+    # (or `;`) would be another command line, which the second one never ran as.
+    buf = io.StringIO()
+    dispatcher = Dispatcher(Toolbox(), Progress(Console(file=buf, force_terminal=False, width=200)))
+    result = await dispatcher.run([shell_call(["cd src && make", "pytest -q"], call_id="call_1"),
+                                   shell_call(["ls"], call_id="call_2")])
+    lines = buf.getvalue().splitlines()
+    start = lines.index("  → shell_call 2 commands")
+    assert lines[start + 1:start + 3] == ["      $ cd src && make", "      $ pytest -q"]
+    assert "  → shell_call ls" in lines  # one command: on the line itself, as before
+    assert not any("make && pytest" in line or "make ; pytest" in line for line in lines)
+    # The run's record (run --json, the request log) keeps the list too.
+    first, second = result.records
+    assert (first.summary, first.parts) == ("2 commands", ["cd src && make", "pytest -q"])
+    assert (second.summary, second.parts) == ("ls", [])
