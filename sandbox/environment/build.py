@@ -180,7 +180,8 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
             await handle.close()
         if failed is not None:
             raise _failure(*failed, run) from None
-    run.say("built", f"environment {REPOSITORY}:{tags[0]} built in {time.monotonic() - started:.1f} s "
+    # The progress view labels every stage "environment …": the text does not say it again.
+    run.say("built", f"{REPOSITORY}:{tags[0]} built in {time.monotonic() - started:.1f} s "
             f"({image_id[7:19]})", key=key)
     return image_id
 

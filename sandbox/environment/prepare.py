@@ -173,7 +173,7 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
                 await _build(client, spec, base, run, key=key, owner=owner, workspace=workspace)
         facts = image_facts(client, tag)
     else:
-        run.say("cached", f"environment {tag} (cached; setup not run)", logged=False, key=key)
+        run.say("cached", f"{tag} (cached; setup not run)", logged=False, key=key)
     store.mark_used(key)
     restored = await asyncio.to_thread(_restore, client, tag, workspace, owner, spec.cache_paths,
                                        spec.read_only_paths)
@@ -184,7 +184,7 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
 
 async def _build(client: docker.DockerClient, spec: EnvironmentSpec, base: ImageFacts, run: Reporter, *, key: str,
                  owner: str, workspace: Path) -> None:
-    run.say("building", f"setting up environment {REPOSITORY}:{store.tag_for(key)} from {base.ref}", key=key)
+    run.say("building", f"setting up {REPOSITORY}:{store.tag_for(key)} from {base.ref}", key=key)
     found = await asyncio.to_thread(probe, client, base.id)
     reach = _reach(spec, found, base)  # before python3: a registry that cannot be read fails fast
     start = await with_python(client, spec, base, run, found)
