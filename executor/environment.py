@@ -29,7 +29,7 @@ __all__ = ["environment_config", "environment_events", "prepare_environment", "r
 
 #: [environment] keys only the Docker engine on this host can prepare (building, installing,
 #: running setup, mounting a host file): a remote back-end starts from a pushed image instead.
-_PREPARED_LOCALLY = ("dockerfile", "packages", "setup", "trust_host_ca")
+_PREPARED_LOCALLY = ("dockerfile", "packages", "preset", "setup", "trust_host_ca")
 
 Event = Callable[[str, dict[str, Any]], None]
 

@@ -117,6 +117,7 @@ def environment_spec(loaded: LoadedPolicy, image: str | None = None) -> Environm
             context = _policy_relative(loaded, "context", section.context)
     return EnvironmentSpec(
         image=image if image is not None else section.image,
+        preset=section.preset,
         dockerfile=dockerfile,
         context=context,
         packages=tuple(section.packages),

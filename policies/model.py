@@ -270,6 +270,11 @@ class EnvironmentSection(_Section):
     cached image, which later sessions with the same key start from without running setup."""
 
     image: str | None = Field(default=None, description="the image to start from (default: sandloop's shell image)")
+    preset: Literal["python"] | None = Field(
+        default=None, description="a setup written for a kind of project, run before `setup` (with its files added "
+        "to cache_key and its registry to setup_registries). python: a venv in /opt/env with the project "
+        "installed editable and what it declares for its tests (extras and dependency groups named test, tests, "
+        "testing or dev, the usual requirement files) and pytest, found inside the setup sandbox")
     dockerfile: str | None = Field(
         default=None, description="a Dockerfile to build the image from, relative to this policy file "
         "(RUN steps build without network: installs belong in setup)")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import bundle
+from sandbox.environment import presets
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sandloop", "policies", "sandbox", "executor")
@@ -67,7 +68,8 @@ def test_every_module_imports_on_its_own() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("modules", [bundle.PROXY_MODULES], ids=["egress-proxy"])
+@pytest.mark.parametrize("modules", [bundle.PROXY_MODULES, presets.PRESETS["python"].programs[presets.PYTHON_SETUP]],
+                         ids=["egress-proxy", "python-setup"])
 def test_shipped_programs_need_only_the_standard_library(modules: tuple[str, ...], tmp_path: Path) -> None:
     app = tmp_path / "app.pyz"
     app.write_bytes(bundle.zipapp(modules))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,7 @@ def _base_env(spec: EnvironmentSpec, path: str) -> dict[str, str]:
 async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: ImageFacts, found: Probe, run: Reporter, *,
                   key: str, kind: str, allow: registries.Reach, steps: list[tuple[str, str, str]],
                   workspace: Path | None, prefix_owner: str | None,
-                  rekey: Callable[[], str] | None = None) -> str:
+                  rekey: Callable[[], str] | None = None, programs: Mapping[str, Path] | None = None) -> str:
     """Run ``steps`` (title, command, user) in a setup container and commit it as ``key``."""
     ca = host_bundle() if spec.trust_host_ca else None
     handle = None
@@ -146,7 +146,7 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
               VERSION_LABEL: images.package_version()}
     container = SetupContainer(client, base, found, spec, workspace=workspace, prefix_owner=prefix_owner,
                                network=handle.network if handle else "none", ca_bundle=ca, labels=labels,
-                               on_line=run.line)
+                               on_line=run.line, programs=programs)
     env = {**_base_env(spec, container.path), **(handle.env if handle else {}), **(ca_env() if ca else {}),
            **allow.env}
     deadline = time.monotonic() + spec.setup_timeout_s

@@ -38,7 +38,7 @@ from sandloop.hostfiles import refuse_inside
 from .. import images
 from ..ca import host_bundle
 from ..docker import WORKSPACE, container_user, engine_errors, workspace_mounts
-from . import registries, store
+from . import presets, registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
 from .key import environment_key, workspace_files
@@ -96,6 +96,8 @@ def _key_fields(spec: EnvironmentSpec, base: ImageFacts, owner: str, workspace: 
         "setup_registries": list(spec.setup_registries), "cache_paths": list(spec.cache_paths),
         "env": dict(spec.env), "cache_key": list(spec.cache_key),
         "files": workspace_files(workspace, spec.cache_key, exclude=spec.cache_paths),
+        # only with a preset: the keys of environments without one stay what they were
+        **({"preset": presets.key_part(spec)} if spec.preset else {}),
     }
 
 
@@ -148,6 +150,7 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
     goes. Raises EnvironmentSetupFailed (nothing cached) or ConfigError (an image that cannot
     be used, a registry that cannot be read)."""
     workspace = workspace.resolve()
+    spec = presets.expand(spec)
     ca = str(host_bundle()) if spec.trust_host_ca else None
     if spec.is_default:
         return Prepared(image=None, source="default", ca_bundle=ca)
@@ -197,14 +200,17 @@ async def _build(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
         steps.append(("saving cache_paths", _save_paths(spec.cache_paths), owner))
     await set_up(client, spec, start, found, run, key=key, kind="setup", allow=reach, steps=steps,
                   workspace=workspace, prefix_owner=owner,
-                  rekey=lambda: environment_key(_key_fields(spec, base, owner, workspace)))
+                  rekey=lambda: environment_key(_key_fields(spec, base, owner, workspace)),
+                  programs=presets.programs(spec, outside=[workspace]))
 
 
 def plan(spec: EnvironmentSpec, workspace: Path, client: docker.DockerClient) -> dict[str, Any]:
     """What a run would use, without building or setting up anything (a Dockerfile is built:
     its image id is part of the key)."""
     workspace = workspace.resolve()
-    info: dict[str, Any] = {"default": spec.is_default, "setup": list(spec.setup), "packages": list(spec.packages),
+    spec = presets.expand(spec)
+    info: dict[str, Any] = {"default": spec.is_default, "preset": spec.preset, "setup": list(spec.setup),
+                            "packages": list(spec.packages),
                             "setup_network": list(spec.setup_network),
                             "setup_registries": list(spec.setup_registries),
                             "cache_key": list(spec.cache_key), "cache_paths": list(spec.cache_paths),

@@ -133,7 +133,8 @@ class SetupContainer:
 
     def __init__(self, client: docker.DockerClient, base: ImageFacts, probe: Probe, spec: EnvironmentSpec, *,
                  workspace: Path | None, prefix_owner: str | None, network: str, ca_bundle: Path | None,
-                 labels: Mapping[str, str], on_line: Callable[[str], None]) -> None:
+                 labels: Mapping[str, str], on_line: Callable[[str], None],
+                 programs: Mapping[str, Path] | None = None) -> None:
         self.client = client
         self.base = base
         self.probe = probe
@@ -144,6 +145,7 @@ class SetupContainer:
         self.ca_bundle = ca_bundle
         self.labels = dict(labels)
         self.on_line = on_line
+        self.programs = dict(programs or {})  # sandloop's own programs setup runs: where → host file
         self.name = f"sandloop-envsetup-{secrets.token_hex(6)}"
         self.container_id: str | None = None
         self._sock: socket.socket | None = None
@@ -158,6 +160,8 @@ class SetupContainer:
             mounts += workspace_mounts(self.workspace, self.spec.read_only_paths)
         if self.ca_bundle is not None:
             mounts.append(ca_mount(self.ca_bundle))
+        # Read-only: the checkout's code runs in here too, and must not change what runs next.
+        mounts += [Mount(where, str(host), type="bind", read_only=True) for where, host in self.programs.items()]
         return mounts
 
     def start(self) -> None:

@@ -32,6 +32,8 @@ class EnvironmentSpec:
     """
 
     image: str | None = None
+    #: a setup written once for a kind of project (:mod:`.presets`), added to the section's own
+    preset: str | None = None
     dockerfile: Path | None = None
     context: Path | None = None
     packages: tuple[str, ...] = ()
@@ -51,7 +53,7 @@ class EnvironmentSpec:
 
     @property
     def has_setup(self) -> bool:
-        return bool(self.packages or self.setup)
+        return bool(self.packages or self.setup or self.preset)
 
     @property
     def is_default(self) -> bool:

@@ -18,14 +18,9 @@ from .conftest import REPOSITORY, calls, run_cli, shell_text, write_policy
 
 pytestmark = pytest.mark.docker
 
-# Exactly the documented recipe for a Python project (docs/environments.md).
+# Exactly the documented recipe for a Python project (README, docs/environments.md).
 ENVIRONMENT = """\
-setup = [
-  "python3 -m venv /opt/env",
-  "/opt/env/bin/pip install -e '.[test,tests,testing]' pytest",
-]
-setup_registries = ["pip"]
-cache_key = ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"]
+preset = "python"
 trust_host_ca = true
 """
 
@@ -66,6 +61,7 @@ def test_inflection_fixed_in_an_environment_then_reused(
     # Setup ran once, through one proxy allowing exactly pip's hosts, shown live and logged.
     assert proxies == [list(pip_reach(probe_files=False).hosts)]
     assert "setup 2/2" in err and "Successfully installed" in err
+    assert "does not provide the extra" not in err  # only extras inflection declares are asked for
     log = (tmp_path / "run1" / "environment.log").read_text()
     assert "Successfully installed" in log and "[egress] allowed CONNECT" in log
     # What setup wrote into the checkout is the owner's (pip install -e writes egg-info).
