@@ -27,7 +27,7 @@ from executor.environment import environment_events
 from executor.sandbox_config import environment_spec
 from executor.terminal import console as terminal_console
 from executor.terminal import shown
-from policies.engine import load_policy
+from policies.engine import PolicyEngine, load_policy
 from sandbox.docker import engine_errors
 from sandbox.environment import store
 from sandbox.environment.prepare import plan, prepare
@@ -74,9 +74,31 @@ def _repo(args: argparse.Namespace) -> Path:
     return repo.resolve()
 
 
+#: The name a checkout's own policy file usually has: never read unless given (--policy).
+CHECKOUT_POLICY = "sandloop.toml"
+
+
+def _policy(args: argparse.Namespace, repo: Path) -> tuple[PolicyEngine, str, str | None]:
+    """The policy --policy names (else the default preset), how to name it, and a note when a
+    policy file in the checkout or here was left unread: the checkout never chooses its own
+    policy, and nobody should take the default for theirs."""
+    engine = load_policy(args.policy)
+    if args.policy is not None:
+        return engine, str(engine.path), None
+    unread = [path for path in dict.fromkeys((Path(CHECKOUT_POLICY), repo / CHECKOUT_POLICY))
+              if path.is_file()]
+    note = None
+    if unread:
+        note = (f"{unread[0]} is not read: a checkout never chooses its own policy; "
+                f"give it with --policy {unread[0]}")
+    return engine, "default (no --policy given)", note
+
+
 def _build(args: argparse.Namespace) -> int:
     repo = _repo(args)
-    engine = load_policy(args.policy)
+    engine, _, note = _policy(args, repo)
+    if note:
+        terminal_console().print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     spec = environment_spec(engine.loaded, args.image)
     console = terminal_console()
     log_dir = store.state_folder() / "logs" / time.strftime("%Y%m%dT%H%M%S")
@@ -94,16 +116,23 @@ def _build(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     repo = _repo(args)
-    engine = load_policy(args.policy)
+    engine, policy, note = _policy(args, repo)
     info = plan(environment_spec(engine.loaded, args.image), repo, _client())
-    info["policy"] = str(engine.path)
+    info["policy"] = policy
+    if note:
+        info["note"] = note
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     console = terminal_console()
+    if args.policy is None:
+        console.print("no --policy given: this is the default preset's environment, not a policy of yours",
+                      highlight=False)
+    if note:
+        console.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     if info["default"]:
-        console.print("no [environment]: runs start from the default shell image as it is", highlight=False)
-    for name in ("policy", "base", "image", "key", "cached", "owner", "packages", "setup", "setup_network",
+        console.print("no \\[environment]: runs start from the default shell image as it is", highlight=False)
+    for name in ("policy", "preset", "base", "image", "key", "cached", "owner", "packages", "setup", "setup_network",
                  "setup_registries", "cache_key", "files", "cache_paths", "trust_host_ca"):
         if name in info:
             value = info[name]

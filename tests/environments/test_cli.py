@@ -29,6 +29,32 @@ def test_show_without_an_environment_says_the_default_image(user_workspace: Path
     assert shown["default"] is True and shown["image"] == images.image_name("shell")
 
 
+def test_show_without_a_policy_says_it_is_the_default_even_beside_a_checkout_policy(
+        user_workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The checkout never chooses its own policy: its sandloop.toml is not read without --policy,
+    # and the output says so, so nobody reads the default preset's environment as theirs.
+    (user_workspace / "sandloop.toml").write_text('version = 1\n[environment]\npreset = "python"\n')
+    monkeypatch.chdir(user_workspace)
+    assert main(["env", "show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["policy"] == "default (no --policy given)"
+    assert shown["default"] is True and shown["preset"] is None
+    assert shown["note"] == ("sandloop.toml is not read: a checkout never chooses its own policy; "
+                             "give it with --policy sandloop.toml")
+    assert main(["env", "show"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "no --policy given: this is the default preset's environment, not a policy of yours" in err
+    assert "policy: default (no --policy given)" in err
+    assert "note: sandloop.toml is not read: a checkout never chooses its own policy; give it with --policy " \
+        "sandloop.toml" in err
+    assert "no [environment]: runs start from the default shell image as it is" in err
+    # Given, it is the file's: no note, and its preset.
+    assert main(["env", "show", "--policy", "sandloop.toml", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["policy"] == str(user_workspace / "sandloop.toml") and "note" not in shown
+    assert shown["preset"] == "python" and shown["setup_registries"] == ["pip"]
+
+
 def test_build_ls_and_prune_one_environment(tmp_path: Path, user_workspace: Path, docker_client: docker.DockerClient,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     (user_workspace / "deps.txt").write_text(os.urandom(8).hex())
