@@ -77,17 +77,20 @@ __all__ = [
 
 # Lazily (PEP 562): ``import executor.cli`` runs this file, and the command line must not pay for
 # the openai client (``sandloop --version``, ``sandloop policy …``) before it knows the command.
-__getattr__, __dir__ = exports(__name__, {
-    "executor.api": ["Opening", "RunSettings", "SandboxSettings", "SyncRun", "SyncSandbox", "open_run",
-                     "open_run_sync", "open_sandbox", "open_sandbox_sync"],
-    "executor.approvals": ["ApprovalAnswer", "ApprovalRequest", "Approvals", "Callback", "DenyAll",
-                           "TerminalPrompt"],
-    "executor.exits": ["ExitCode"],
-    "executor.loop": ["Budgets", "Loop", "LoopConfig", "RunResult", "run_sync"],
-    "executor.run": ["Run", "RunOutcome"],
-    "executor.session": ["Sandbox"],
-    "executor.toolbox": ["Toolbox"],
-    "executor.tools": ["FunctionTool", "FunctionTools"],
-    "sandloop.errors": ["PolicyDenied", "SandloopError"],
-    "sandloop.results": ["CommandResult"],
-})
+# Hidden from type checkers, which read the imports above: to them a name not exported stays an
+# error, not an ``Any`` from a module ``__getattr__``.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = exports(__name__, {
+        "executor.api": ["Opening", "RunSettings", "SandboxSettings", "SyncRun", "SyncSandbox", "open_run",
+                         "open_run_sync", "open_sandbox", "open_sandbox_sync"],
+        "executor.approvals": ["ApprovalAnswer", "ApprovalRequest", "Approvals", "Callback", "DenyAll",
+                               "TerminalPrompt"],
+        "executor.exits": ["ExitCode"],
+        "executor.loop": ["Budgets", "Loop", "LoopConfig", "RunResult", "run_sync"],
+        "executor.run": ["Run", "RunOutcome"],
+        "executor.session": ["Sandbox"],
+        "executor.toolbox": ["Toolbox"],
+        "executor.tools": ["FunctionTool", "FunctionTools"],
+        "sandloop.errors": ["PolicyDenied", "SandloopError"],
+        "sandloop.results": ["CommandResult"],
+    })

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from typing import cast
 
 import executor
@@ -18,6 +19,27 @@ def test_executor_all_is_importable_and_public() -> None:
         assert hasattr(executor, name), name
         assert not name.startswith("_")
     assert sorted(executor.__all__) == executor.__all__
+
+
+_LAZY = textwrap.dedent("""
+    import sys, executor
+    assert "openai" not in sys.modules and "executor.api" not in sys.modules, "imported eagerly"
+    from executor import open_run
+    assert executor.open_run is open_run is sys.modules["executor.api"].open_run
+    assert set(executor.__all__) <= set(dir(executor))
+    try:
+        executor.nonexistent
+    except AttributeError as exc:
+        assert "nonexistent" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+""")
+
+
+def test_public_names_are_imported_when_first_used() -> None:
+    # `import executor.cli` runs executor/__init__: it must not import the loop and the openai client.
+    done = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_every_error_describes_itself() -> None:
