@@ -203,7 +203,10 @@ class Call:
             return text
         view = self.view
         if isinstance(view, ShellView):
-            return " && ".join(c.command for c in view.commands)
+            # As the progress line says it: several commands ran one by one, not as `a && b`;
+            # the body lists each with its exit code.
+            commands = view.commands
+            return commands[0].command if len(commands) == 1 else f"{len(commands)} commands"
         if isinstance(view, PatchView):
             return ", ".join(f"{f.op} {f.path}" for f in view.files)
         if isinstance(view, ComputerView):

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from executor.report import load_run
-from executor.report.model import Call, ComputerView, Run
+from executor.report.model import Call, ComputerView, Run, ShellView
 from tests.report.conftest import Opened, open_report
 from tests.report.scenario import CLICK, HOSTILE, Scenario
 
@@ -136,7 +136,7 @@ def test_filters_show_only_denials_errors_or_one_type(opened: Opened, run: Run) 
     assert visible_ids(opened) == errors
     # a refusal is not an error: the denied commands are not here, the failed and timed out are
     assert [c.summary.split(" ")[0] for c in run.calls if c.call_id in errors] == [
-        "printf", "sleep", "update_file", 'lookup({"query":']
+        "3", "sleep", "update_file", 'lookup({"query":']  # "3 commands": printf, seq, ls
     page.click("button[data-flag=all]")
     page.select_option("#type", "apply_patch_call")
     assert visible_ids(opened) == [c.call_id for c in run.calls if c.type == "apply_patch_call"]
@@ -165,7 +165,8 @@ def test_hostile_text_is_shown_and_never_runs(opened: Opened, run: Run, scenario
     page = opened.page
     assert page.evaluate("typeof window.pwned") == "undefined"
     script = HOSTILE.split("<img")[0]
-    printing = next(c for c in run.calls if c.summary.startswith("printf"))
+    printing = next(c for c in run.calls if isinstance(c.view, ShellView)
+                    and c.view.commands[0].command.startswith("printf"))
     stdout = page.locator(f"#call-{printing.call_id} .stream.stdout pre").first
     assert shown(stdout).strip() == HOSTILE  # the command's output, as text
     assert script in shown(page.locator(".entry.message").first)  # the model's message
