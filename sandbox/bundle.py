@@ -44,6 +44,8 @@ HELPER_MODULES = (
     "sandbox.helper.shells",
     "sandbox.helper.procs",
     "sandbox.helper.files",
+    "sandbox.helper.confine",
+    "sandbox.helper.seccomp_rules",
 )
 #: What the egress proxy carries (its entry point first).
 PROXY_MODULES = ("sandbox.egress_proxy", "sandloop.matching", "sandloop.errors")

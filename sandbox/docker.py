@@ -13,9 +13,10 @@ and ``auto_remove`` deletes the container. Labels let :func:`reap` remove anythi
 
 Hardening by default: every capability dropped, no-new-privileges, read-only root, tmpfs /tmp,
 pids/memory/CPU limits, no network, no host environment, a non-root user (the workspace owner's
-uid:gid — see :func:`container_user`), and a helper no command can reach: its code is read-only
-and it is non-dumpable (no ``/proc/<pid>/fd``, ``mem`` or ptrace for anyone without
-CAP_SYS_PTRACE).
+uid:gid — see :func:`container_user`), sandloop's seccomp rules (installed by the helper on
+itself, and given to the engine as the container's profile too: :mod:`sandbox.seccomp`), and a
+helper no command can reach: its code is read-only and it is non-dumpable (no
+``/proc/<pid>/fd``, ``mem`` or ptrace for anyone without CAP_SYS_PTRACE).
 
 Every failure of the Docker engine (down, restarting, refusing) surfaces as
 :class:`~sandloop.errors.SandboxUnavailable` with a one-line reason; the next call starts a fresh
@@ -31,7 +32,7 @@ import logging
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,13 @@ from . import egress, images, seccomp
 from .bundle import helper_programs
 from .ca import ca_env, ca_mount
 from .helper.client import HelperClient, ReplaceableSession
+from .helper.confine import EXEC
 from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 
-__all__ = ["DockerConfig", "DockerSession", "close_attach", "container_user", "hardened_host_config", "reap",
-           "workspace_mounts"]
+__all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
+           "helper_mounts", "reap", "workspace_mounts"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -237,10 +239,28 @@ def engine_pids_limit(pids_limit: int, runtime: str | None) -> int:
 
 def security_opt(runtime: str | None) -> list[str]:
     # Every sandbox, whatever its uid: a setuid/setgid file left in the bind-mounted checkout
-    # is a program that runs as the checkout's owner for any local user who can reach it
-    # (seccomp.py refuses every way to set those bits, and what Docker's default profile
-    # refuses besides — ptrace among them, so commands cannot reach into each other).
+    # is a program that runs as the checkout's owner for any local user who can reach it. The
+    # helper's own seccomp filter refuses every way to set those bits; the engine applies the
+    # same rules (one table, seccomp.py) to every process of the container as well, helper or not.
     return ["no-new-privileges", f"seccomp={seccomp.no_setid_profile(runtime)}"]
+
+
+def helper_mounts(outside: Iterable[Path], *, subreaper: bool = True) -> list[Mount]:
+    """The helper's code (and the subreaper program, where there is one), read-only: host files
+    no sandbox can write, so no command (not even uid 0 without capabilities, which owns what
+    root owns) can change them. ``outside``: the host paths the container can write."""
+    helper, reaper = helper_programs(outside=list(outside))
+    mounts = [Mount(HELPER_PATH, str(helper), type="bind", read_only=True)]
+    if subreaper and reaper is not None:
+        mounts.append(Mount(SUBREAPER_PATH, str(reaper), type="bind", read_only=True))
+    return mounts
+
+
+def confined(argv: Sequence[str], *, python: str = "python3") -> list[str]:
+    """``argv`` under sandloop's seccomp filter, for a process the helper does not start (an
+    environment's setup step, which the engine starts with ``docker exec``; a one-off container):
+    the helper's exec mode installs the filter, then execs ``argv``. Needs :func:`helper_mounts`."""
+    return [python, "-I", "-S", HELPER_PATH, EXEC, *argv]
 
 
 def hardened_host_config(
@@ -441,12 +461,7 @@ class DockerSession(ReplaceableSession):
     def _mounts(self, listener: HelperListener | None) -> list[Mount]:
         cfg = self.config
         mounts = workspace_mounts(self.host_workspace, cfg.read_only_paths, read_only=cfg.read_only_workspace)
-        # The helper's code: host files no sandbox can write, read-only inside, so no command
-        # (not even uid 0 without capabilities, which owns what root owns) can change it.
-        helper, subreaper = helper_programs(outside=[self.host_workspace])
-        mounts.append(Mount(HELPER_PATH, str(helper), type="bind", read_only=True))
-        if subreaper is not None:
-            mounts.append(Mount(SUBREAPER_PATH, str(subreaper), type="bind", read_only=True))
+        mounts += helper_mounts([self.host_workspace])
         if cfg.ca_bundle:
             mounts.append(ca_mount(cfg.ca_bundle))
         if listener is not None:
@@ -572,6 +587,7 @@ class DockerSession(ReplaceableSession):
             raise
         try:
             hello = await asyncio.wait_for(helper.hello(), 60)
+            seccomp.require_filter(hello, helper.name)
             if hello.get("socket") and self._listener is not None:
                 # The helper connected before it answered: the one connection there can be.
                 conn = await asyncio.to_thread(self._listener.accept)

@@ -1,15 +1,16 @@
-"""The seccomp profile of every sandbox: no setuid/setgid bits, whatever the uid.
+"""sandloop's seccomp rules on the host: Docker's copy of them, and what a helper says of its own.
 
-A sandbox runs as the checkout's owner (root for a root-owned checkout, with every capability
-dropped). Either way it can set the setuid/setgid bits on files it owns — and in a bind-mounted
-checkout those files are the host's: a shell as the checkout's owner (root, for a root-owned
-one) for any local user who can reach it. This profile makes
-the kernel refuse every way to set those bits (chmod family, creating a file with them, mknod)
-and refuses what Docker's default profile refuses to an unprivileged process that we would
-otherwise lose by replacing it: new namespaces (user namespaces especially), keyrings, bpf,
-perf, ptrace, io_uring, module and mount calls. Everything else is allowed.
+Every sandbox runs under sandloop's seccomp filter (the rules and why:
+:mod:`sandbox.helper.seccomp_rules`), installed by the in-sandbox helper on itself before it runs
+any command (:mod:`sandbox.helper.confine`) — on Docker, on Kubernetes (where the pod keeps the
+node's ``RuntimeDefault`` profile underneath), in an environment's setup. Docker containers are
+also given the same rules as the engine's profile (:func:`no_setid_profile`, made from the same
+table): the engine applies them to every process of the container, so they hold for what never
+passes through the helper (an image probe, python3 being added to an image that lacks it, a
+``docker exec``) and do not depend on what the image holds (a setup step of a root-owned checkout
+could replace the image's python3, and with it the helper's interpreter).
 
-Written for sandloop; the syscall list follows the kernel's own documentation of each call.
+:func:`require_filter` is the host's check of a helper's hello; :func:`describe` is doctor's line.
 """
 
 from __future__ import annotations
@@ -18,89 +19,72 @@ import json
 import platform
 from typing import Any
 
-__all__ = ["no_setid_profile"]
+from sandloop.errors import SandboxUnavailable
 
-_S_ISUID = 0o4000
-_S_ISGID = 0o2000
-_EPERM = 1
-_ENOSYS = 38  # "not implemented": libc falls back to an older call we can filter
+from .helper.seccomp_rules import ARCHES, RULES, arch_for
+from .helper.wire import HelloResult
 
-# syscall → index of its mode argument
-_MODE_ARG = {
-    "mkdir": 1,
-    "mkdirat": 2,
-    "chmod": 1,
-    "fchmod": 1,
-    "fchmodat": 2,
-    "creat": 1,
-    "open": 2,
-    "openat": 3,
-    "mknod": 1,
-    "mknodat": 2,
-}
+__all__ = ["describe", "no_setid_profile", "require_filter"]
 
-# Calls whose arguments seccomp cannot see (a struct pointer) or that bypass the filter:
-# refuse them as "not implemented" so libc uses the filterable ones.
-_NOT_IMPLEMENTED = ["openat2", "fchmodat2", "clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"]
-
-_REFUSED = [
-    "unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot",
-    "mount_setattr", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig", "fspick",
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct", "quotactl",
-    "lookup_dcookie", "iopl", "ioperm", "syslog", "settimeofday", "clock_settime", "adjtimex",
-    "clock_adjtime", "nfsservctl", "vhangup", "uselib", "ustat", "sysfs", "_sysctl",
-]
-
-_CLONE_NEW_FLAGS = {
-    "CLONE_NEWNS": 0x00020000,
-    "CLONE_NEWCGROUP": 0x02000000,
-    "CLONE_NEWUTS": 0x04000000,
-    "CLONE_NEWIPC": 0x08000000,
-    "CLONE_NEWUSER": 0x10000000,
-    "CLONE_NEWPID": 0x20000000,
-    "CLONE_NEWNET": 0x40000000,
-}
-
-_ARCHES = {
+# Docker's names of the ABIs each machine runs: the native one and its compat ones, which the
+# engine filters by name with the same rules (the helper's own filter refuses them outright).
+_DOCKER_ARCHES = {
     "x86_64": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
     "aarch64": ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
 }
+assert set(_DOCKER_ARCHES) == set(ARCHES)
 
 
-def _bit_set(index: int, bit: int) -> dict[str, Any]:
-    # MASKED_EQ: (arg & value) == valueTwo
-    return {"index": index, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}
+def _bits(mask: int) -> list[int]:
+    return [1 << n for n in range(mask.bit_length()) if mask >> n & 1]
 
 
-def _rules(runtime: str | None) -> list[dict[str, Any]]:
+def _profile_rules(runtime: str | None) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
-    for name, index in _MODE_ARG.items():
-        for bit in (_S_ISUID, _S_ISGID):
-            rules.append({"names": [name], "action": "SCMP_ACT_ERRNO", "errnoRet": _EPERM,
-                          "args": [_bit_set(index, bit)]})
-    for flag in _CLONE_NEW_FLAGS.values():
-        # clone's flags are its first argument on x86 and arm (s390 differs; not supported here)
-        rules.append({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": _EPERM,
-                      "args": [_bit_set(0, flag)]})
-    not_implemented = _NOT_IMPLEMENTED
-    if runtime == "runsc":
-        # gVisor's own clone3 (measured: Debian's 2022 runsc) cannot create namespaces for us to
-        # worry about, and filtering it there breaks thread creation.
-        not_implemented = [n for n in not_implemented if n != "clone3"]
-    rules.append({"names": not_implemented, "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS})
-    rules.append({"names": _REFUSED, "action": "SCMP_ACT_ERRNO", "errnoRet": _EPERM})
+    whole: dict[int, list[str]] = {}  # errno -> calls refused whatever their arguments
+    for rule in RULES:
+        if runtime == "runsc" and rule.syscall == "clone3":
+            # Debian's runsc (2022) answers EPERM where an OCI profile says ENOSYS (measured), so
+            # glibc would not fall back to clone and no thread could start. The helper's own
+            # filter, which gVisor applies as written, still answers ENOSYS.
+            continue
+        if rule.arg is None:
+            whole.setdefault(rule.errno, []).append(rule.syscall)
+            continue
+        # One rule per bit: the arguments of one rule must all match, the rules of a call are
+        # alternatives. MASKED_EQ: (argument & value) == valueTwo.
+        rules += [{"names": [rule.syscall], "action": "SCMP_ACT_ERRNO", "errnoRet": rule.errno,
+                   "args": [{"index": rule.arg, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}]}
+                  for bit in _bits(rule.mask)]
+    rules += [{"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": errno} for errno, names in whole.items()]
     return rules
 
 
 def no_setid_profile(runtime: str | None = None, machine: str | None = None) -> str:
-    """The profile as the JSON text Docker's ``--security-opt seccomp=`` takes."""
-    machine = machine or platform.machine()
-    profile = {
-        "defaultAction": "SCMP_ACT_ALLOW",
-        "architectures": _ARCHES.get(machine, []),
-        "syscalls": _rules(runtime),
-    }
+    """The rules as the JSON text Docker's ``--security-opt seccomp=`` takes."""
+    try:
+        arches = _DOCKER_ARCHES[arch_for(machine or platform.machine()).name]
+    except ValueError:
+        arches = []  # the engine's own architecture, whatever it is: names resolve there too
+    profile = {"defaultAction": "SCMP_ACT_ALLOW", "architectures": arches, "syscalls": _profile_rules(runtime)}
     return json.dumps(profile, separators=(",", ":"))
+
+
+def require_filter(hello: HelloResult, where: str) -> None:
+    """SandboxUnavailable unless the helper says sandloop's filter is in force on it (a helper
+    that could not install it refuses every request already; this holds the host to it too)."""
+    status = hello.get("seccomp")
+    if not status or status.get("filter") != "installed" or status.get("mode") != 2:
+        raise SandboxUnavailable(f"{where}: the helper does not run under sandloop's seccomp filter ({status})")
+
+
+def describe(hello: HelloResult | None) -> str:
+    """One line for doctor: is the filter in force, and what the kernel says."""
+    status = hello.get("seccomp") if hello else None
+    if not status:
+        return "unknown (no answer from a helper)"
+    if status["filter"] != "installed":
+        return "NOT in force: the helper runs without sandloop's seccomp filter"
+    count = "" if status["filters"] is None else f", {status['filters']} filter(s) with the runtime's"
+    return (f"sandloop's filter in force ({status['arch']}; setuid/setgid bits, namespaces, ptrace, "
+            f"32-bit calls refused; kernel: Seccomp {status['mode']}{count})")

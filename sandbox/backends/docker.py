@@ -17,6 +17,7 @@ from .. import images
 from ..base import Session
 from ..docker import DockerConfig, DockerSession, container_user, reap
 from ..seam import Backend, BackendOptions
+from ..seccomp import describe
 
 __all__ = ["BACKEND", "DockerBackend", "DockerOptions", "doctor_report"]
 
@@ -57,6 +58,7 @@ async def _probe_session(repo: Path, runtime: str | None, client: docker.DockerC
             "uid_inside": uid,
             "capabilities_effective": caps,
             "network_interfaces": nets.split(),
+            "seccomp": describe(session.hello),
             "helper": session.hello,
         }
 

@@ -62,6 +62,7 @@ ERROR_CLASSES: Mapping[wire.ErrorKind, type[SandboxError]] = {
     "spawn": CommandNotStarted,
     "io": SandboxIOError,
     "internal": HelperFailed,
+    "unconfined": SandboxUnavailable,  # no seccomp filter, so the sandbox runs nothing
 }
 
 

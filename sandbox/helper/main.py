@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from sandbox.helper import procs, wire
+from sandbox.helper import confine, procs, wire
 from sandbox.helper.files import Workspace
 from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
@@ -270,6 +270,7 @@ class Helper:
             "non_dumpable": procs.non_dumpable(),
             "subreaper": self.shells.subreaper,
             "socket": self.socket,
+            "seccomp": confine.status(),
         }
 
     # --- serving a stream ----------------------------------------------------------------
@@ -545,6 +546,9 @@ def _idle_watch(helper: Helper, idle_s: float) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == [confine.EXEC]:  # not a helper: the seccomp filter, then a program (see confine)
+        return confine.exec_confined(argv[1:])
     parser = argparse.ArgumentParser(prog="sandloop-helper")
     parser.add_argument("--workspace", default="/workspace")
     parser.add_argument("--idle", type=float, default=900.0, help="exit after this long without a request")
@@ -552,7 +556,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--contained", action="store_true", help="the only user of this container (its PID 1)")
     parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
     parser.add_argument("--socket", help="a unix socket of the host's to serve requests on as well")
+    parser.add_argument("--no-seccomp", action="store_true", help="run without sandloop's seccomp filter")
     args = parser.parse_args(argv)
+    # Before any command can run: sandloop's seccomp filter, inherited by all of them (confine.py).
+    refusal = confine.confine(required=not args.no_seccomp)
     # First of all: from now on no other process can open our descriptors, memory or root
     # through /proc, nor ptrace us — not one with our uid, nor uid 0 without CAP_SYS_PTRACE.
     # Our commands are such processes, and the protocol travels on our descriptors.
@@ -569,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)
+    if refusal is not None:  # no filter, no command: every request is answered with the reason
+        return confine.refuse(in_fd, out_fd, refusal)
     os.makedirs(args.home, exist_ok=True)
     # Before anything is read: the host's first request (its hello) learns whether this worked.
     sock = _connect(args.socket) if args.socket else None

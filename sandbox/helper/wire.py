@@ -48,7 +48,8 @@ where a file is expected), ``missing`` (the file or a parent directory does not 
 ``too_large`` (a file larger than the helper reads in one piece, or a reply larger than a
 frame), ``resources`` (no process left to start the command, even after reclaiming background
 ones), ``spawn`` (the shell could not be started), ``io`` (the file system refused a read or a
-write), ``internal`` (a bug in the helper).
+write), ``internal`` (a bug in the helper), ``unconfined`` (the helper could not install its
+seccomp filter, :mod:`sandbox.helper.confine`, and answers every request, hello too, with this).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ __all__ = [
     "RunResult",
     "RunsRequest",
     "RunsResult",
+    "SeccompStatus",
     "StatRequest",
     "StatResult",
     "StepReply",
@@ -102,7 +104,8 @@ PROTOCOL_VERSION = 3
 MAX_FRAME = 256 << 20
 _HEADER = struct.Struct(">I")
 
-ErrorKind = Literal["bad_request", "path_refused", "missing", "too_large", "resources", "spawn", "io", "internal"]
+ErrorKind = Literal["bad_request", "path_refused", "missing", "too_large", "resources", "spawn", "io", "internal",
+                    "unconfined"]
 ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 
 #: How each command's shell is made a child subreaper (so nothing it forks leaves its tree): by
@@ -180,6 +183,13 @@ class CommitRequest(TypedDict):
 # --- results -------------------------------------------------------------------------------
 
 
+class SeccompStatus(TypedDict):
+    filter: Literal["installed", "off"]  # sandloop's own filter, installed by this helper (or not asked for)
+    mode: int | None  # the kernel's word (/proc/self/status Seccomp:): 2 is filtering
+    filters: int | None  # how many filters (Seccomp_filters:, the runtime's too); None: not reported
+    arch: str
+
+
 class HelloResult(TypedDict):
     protocol: int
     python: str
@@ -193,6 +203,7 @@ class HelloResult(TypedDict):
     non_dumpable: bool  # commands cannot reach the helper through /proc or ptrace
     subreaper: SubreaperHow
     socket: bool  # it reached the host's socket, and serves requests there too
+    seccomp: SeccompStatus
 
 
 class Capture(TypedDict):

@@ -168,7 +168,9 @@ def _too_large(helper: Helper, client: HelperClient) -> Awaitable[object]:
 
 
 #: One real way to make the helper answer with each kind. ``resources`` needs a container's pids
-#: limit: tests/sandbox/test_docker_session.py::test_no_pid_left_is_resources_exhausted.
+#: limit: tests/sandbox/test_docker_session.py::test_no_pid_left_is_resources_exhausted;
+#: ``unconfined`` a helper program whose seccomp filter the kernel refuses:
+#: tests/sandbox/test_seccomp.py::test_a_helper_without_its_filter_refuses_every_request.
 SCENARIOS: dict[str, Callable[[Helper, HelperClient], Awaitable[object]]] = {
     "bad_request": lambda h, c: c.run("echo \x00", timeout_s=5, max_output_bytes=100, env={}),
     "path_refused": lambda h, c: c.read_file("../outside"),
@@ -183,7 +185,7 @@ SCENARIOS: dict[str, Callable[[Helper, HelperClient], Awaitable[object]]] = {
 def test_every_error_kind_has_an_exception_and_a_scenario() -> None:
     kinds = set(get_args(wire.ErrorKind))
     assert set(ERROR_CLASSES) == kinds
-    assert set(SCENARIOS) | {"resources"} == kinds
+    assert set(SCENARIOS) | {"resources", "unconfined"} == kinds
     assert all(issubclass(cls, SandboxError) and cls is not SandboxError for cls in ERROR_CLASSES.values())
 
 
