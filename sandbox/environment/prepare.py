@@ -37,7 +37,7 @@ from sandloop.hostfiles import refuse_inside
 
 from .. import images
 from ..ca import host_bundle
-from ..docker import WORKSPACE, container_user, engine_errors, workspace_mounts
+from ..docker import WORKSPACE, confined, container_user, engine_errors, helper_mounts, workspace_mounts
 from . import presets, registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
@@ -127,13 +127,17 @@ def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: st
 
     What runs here comes from an image setup filled, so it is treated like a session: the
     checkout's .git and read-only paths are mounted read-only (a planted hook or fsmonitor would
-    run on the host), and the system's PATH, not the environment's."""
+    run on the host), it runs under sandloop's seccomp filter (the helper's exec mode, with the
+    image's python3 from the system's directories), and with the system's PATH, not the
+    environment's."""
     missing = [rel for rel in paths if not os.path.lexists(workspace / rel)]
     if not missing:
         return ()
-    script = "\n".join(_copies(missing, SAVED, WORKSPACE, say=True))
-    code, out = run_once(client, image, ["/bin/sh", "-e", "-c", script], user=owner,
-                         mounts=workspace_mounts(workspace, read_only_paths), env={"PATH": _SYSTEM_PATH},
+    script = "\n".join([f"PATH={_SYSTEM_PATH}; export PATH", *_copies(missing, SAVED, WORKSPACE, say=True)])
+    code, out = run_once(client, image, confined(["/bin/sh", "-e", "-c", script]), user=owner,
+                         mounts=[*workspace_mounts(workspace, read_only_paths), *helper_mounts([workspace],
+                                                                                               subreaper=False)],
+                         env={"PATH": f"/usr/local/bin:{_SYSTEM_PATH}"},
                          doing="cannot restore the environment's workspace paths", timeout_s=600)
     if code != 0:
         raise SandboxUnavailable(f"restoring {', '.join(missing)} from the cached environment failed (exit {code})")

@@ -3,7 +3,13 @@
 It is a sandbox like the agent's (:func:`sandbox.docker.hardened_host_config`: every capability
 dropped, no-new-privileges, the no-setid seccomp profile, pids / memory / CPU limits, the
 checkout's ``.git`` read-only) with one difference: its root file system is writable, because
-what setup installs must end up in the image. Who writes what:
+what setup installs must end up in the image.
+
+Steps are started by the engine (``docker exec``), not by the helper, so each goes through the
+helper's exec mode (:func:`sandbox.docker.confined`): sandloop's seccomp filter, installed as in
+a session, then the step's shell — with the image's python3 found before setup ran. The one
+exception is an image that has no python3 yet: the steps that add it (:mod:`.python`) run
+under the engine's copy of the rules alone, with no checkout mounted. Who writes what:
 
 * system packages are installed by root — with no capability at all, so root only in name
   (apt needs ``APT::Sandbox::User=root`` to stop it dropping to ``_apt``, which takes
@@ -43,7 +49,15 @@ from docker.types import Mount
 from sandloop.errors import SandboxUnavailable
 
 from ..ca import ca_mount
-from ..docker import WORKSPACE, close_attach, engine_errors, hardened_host_config, workspace_mounts
+from ..docker import (
+    WORKSPACE,
+    close_attach,
+    confined,
+    engine_errors,
+    hardened_host_config,
+    helper_mounts,
+    workspace_mounts,
+)
 from .probe import ImageFacts, Probe
 from .spec import PREFIX, EnvironmentSpec
 
@@ -158,6 +172,8 @@ class SetupContainer:
         mounts: list[Mount] = []
         if self.workspace is not None:
             mounts += workspace_mounts(self.workspace, self.spec.read_only_paths)
+        if self.probe.python3:
+            mounts += helper_mounts([self.workspace] if self.workspace is not None else [], subreaper=False)
         if self.ca_bundle is not None:
             mounts.append(ca_mount(self.ca_bundle))
         # Read-only: the checkout's code runs in here too, and must not change what runs next.
@@ -207,10 +223,11 @@ class SetupContainer:
     # --- steps ---------------------------------------------------------------------------
 
     def shell(self, command: str) -> list[str]:
-        """How one command line runs: bash with errexit and pipefail where there is bash."""
-        if self.probe.bash:
-            return [self.probe.bash, "-e", "-o", "pipefail", "-c", command]
-        return ["/bin/sh", "-e", "-c", command]
+        """How one command line runs: bash with errexit and pipefail where there is bash, under
+        sandloop's seccomp filter where the image has python3 (see the module's docstring)."""
+        argv = [self.probe.bash, "-e", "-o", "pipefail", "-c", command] if self.probe.bash \
+            else ["/bin/sh", "-e", "-c", command]
+        return confined(argv, python=self.probe.python3) if self.probe.python3 else argv
 
     def run(self, title: str, command: str, *, user: str, env: Mapping[str, str], deadline: float) -> None:
         """Run one step to its end, every output line to ``on_line``; StepFailed when it fails."""
