@@ -12,6 +12,7 @@ from sandloop.errors import SandloopError
 from ..base import Session
 from ..docker import DockerConfig
 from ..seam import Backend
+from ..seccomp import describe
 from .cluster import Cluster
 from .manifest import SANDBOX_GROUP
 from .options import KubernetesOptions
@@ -110,7 +111,7 @@ async def _probe(workspace: Path, config: DockerConfig, options: KubernetesOptio
         return {"pod": session.pod, "protocol": session.protocol, "uid_inside": uid,
                 "capabilities_effective": caps, "kernel_inside": kernel,
                 "runtime_class": (pod.get("spec") or {}).get("runtimeClassName") or "default",
-                "helper": session.hello}
+                "seccomp": describe(session.hello), "helper": session.hello}
     finally:
         await session.close(copy_back=False)
 

@@ -6,7 +6,8 @@ ARGS...``, in the pod spec for every auditor to read): it reads one length-prefi
 stdin — the host sends it as the first bytes of the session's attach stream — checks its
 sha256 against the one the pod pins, writes it into a memfd sealed against every change, and
 execs ``python3 -I -u /proc/self/fd/N ARGS...`` with stdin still the attach stream. The helper
-is then PID 1, as on Docker, and makes itself non-dumpable at once.
+is then PID 1, as on Docker, installs sandloop's seccomp filter on itself and makes itself
+non-dumpable at once, before it reads a request.
 
 Why this and not an init container or an image with the helper baked in:
 

@@ -9,7 +9,8 @@ Docker                                 Pod
 non-root workspace owner               ``runAsNonRoot``, ``runAsUser``/``runAsGroup`` (options)
 ``no-new-privileges``                  ``allowPrivilegeEscalation: false``, ``privileged: false``
 ``cap_drop ALL``                       ``capabilities.drop: [ALL]``
-seccomp profile                        ``seccompProfile: RuntimeDefault`` (pod and container)
+seccomp profile (sandloop's rules)     ``seccompProfile: RuntimeDefault`` (pod and container), and
+                                       sandloop's rules installed by the helper on itself
 read-only root, tmpfs ``/tmp``         ``readOnlyRootFilesystem``, emptyDir ``/tmp`` (Memory)
 memory / CPU limits                    ``resources`` requests = limits (from ``[shell.resources]``)
 nothing from the host environment      no ``env``, ``automountServiceAccountToken: false``,
@@ -21,8 +22,9 @@ labels, reaper, max lifetime           the same labels, ``activeDeadlineSeconds`
 the helper, read-only bind mount       the loader (:mod:`.loader`), the helper's sha256 pinned
 =====================================  =========================================================
 
-Not expressible in a Pod: a per-pod pids limit (the kubelet's ``podPidsLimit`` is per node) and
-sandloop's own seccomp profile (a ``Localhost`` profile must be installed on every node).
+Not expressible in a Pod: a per-pod pids limit (the kubelet's ``podPidsLimit`` is per node).
+sandloop's seccomp rules need no ``Localhost`` profile on the nodes: the helper installs them on
+itself before it runs any command (:mod:`sandbox.helper.confine`), over the node's default.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from ..docker import DockerConfig, protected_paths
 from ..helper.client import HelperClient, ReplaceableSession
 from ..helper.wire import HelloResult
 from ..lifecycle import owner_labels
+from ..seccomp import require_filter
 from . import egress, loader, sync
 from .channels import AttachStream, attach
 from .cluster import Cluster, Obj, one_line, pod_running, pod_state
@@ -158,6 +159,7 @@ class KubernetesSession(ReplaceableSession):
         helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
         try:
             hello = await asyncio.wait_for(helper.hello(), 60)
+            require_filter(hello, helper.name)  # the pod's RuntimeDefault does not refuse setid bits
             started = time.perf_counter()
             self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
             await sync.copy_in(helper, tar)
