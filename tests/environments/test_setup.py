@@ -258,3 +258,37 @@ async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach
         assert not (user_workspace / ".git" / "hooks").exists()
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize("owner", [1000, 0])
+async def test_setup_steps_and_the_restore_run_under_the_helpers_filter(
+        tmp_path: Path, docker_client: docker.DockerClient, built: list[str], owner: int) -> None:
+    """The engine starts setup steps (docker exec), not the helper: each goes through the helper's
+    exec mode, so the filter holds there too, for the owner's steps as for a root-owned checkout's.
+    An x32 call kills the step's process (the engine's own copy of the rules would say EPERM)."""
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    (ws / "k.txt").write_text(os.urandom(8).hex())
+    (ws / "target").write_text("a file of the checkout\n")
+    for path in (ws, ws / "k.txt", ws / "target"):
+        os.chown(path, owner, owner)
+    spec = EnvironmentSpec(setup=(
+        "grep -E '^Seccomp' /proc/self/status > seccomp.txt",
+        "if chmod u+s target; then echo set; else echo refused; fi > setid.txt",
+        "python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39)' || echo $? > x32.txt",
+        "mkdir -p saved && echo kept > saved/file",
+    ), cache_key=("k.txt",), cache_paths=("saved",))
+    prepared = await prepare(spec, ws, client=docker_client)
+    assert prepared.key is not None
+    built.append(prepared.key)
+    assert (ws / "seccomp.txt").read_text() == "Seccomp:\t2\nSeccomp_filters:\t2\n"  # the engine's and ours
+    assert (ws / "setid.txt").read_text() == "refused\n"
+    assert not (ws / "target").stat().st_mode & 0o6000
+    if os.uname().machine == "x86_64":
+        assert (ws / "x32.txt").read_text() == "159\n"  # 128 + SIGSYS
+    # A fresh checkout gets the saved paths back, copied by a process under the same filter.
+    (ws / "saved" / "file").unlink()
+    (ws / "saved").rmdir()
+    again = await prepare(spec, ws, client=docker_client)
+    assert again.source == "cached" and again.restored == ("saved",)
+    assert (ws / "saved" / "file").read_text() == "kept\n" and (ws / "saved").stat().st_uid == owner
