@@ -70,6 +70,7 @@ def edit(files: str | tuple[str, ...], original: str, replacement: str, count: i
 
 SANDBOX_TESTS = ("tests/sandbox", "tests/handlers", "tests/executor/test_loop_sandbox.py")
 HELPER_TESTS = ("tests/sandbox", "tests/handlers", "tests/patch/test_hostile_docker.py")
+SECCOMP_TESTS = ("tests/sandbox/test_seccomp.py", "tests/security/test_seccomp_filter.py")
 
 MUTANTS: tuple[Mutant, ...] = (
     # --- the four the audit named ------------------------------------------------------------
@@ -171,11 +172,21 @@ MUTANTS: tuple[Mutant, ...] = (
            (edit("sandbox/docker.py", 'mounts.append(Mount(inside, str(host), type="bind", read_only=True))',
                  'mounts.append(Mount(inside, str(host), type="bind", read_only=False))'),),
            SANDBOX_TESTS),
-    Mutant("docker-root-without-seccomp", "a uid-0 sandbox cannot set setuid/setgid bits",
-           (edit("sandbox/docker.py",
-                 'if self.user.split(":")[0] in ("0", "root") or self.config.runtime == "runsc":',
-                 'if self.config.runtime == "runsc":'),),
-           SANDBOX_TESTS),
+    Mutant("docker-engine-profile-dropped", "the engine applies sandloop's rules to every process of a container",
+           (edit("sandbox/docker.py", 'return ["no-new-privileges", f"seccomp={seccomp.no_setid_profile(runtime)}"]',
+                 'return ["no-new-privileges"]'),),
+           SECCOMP_TESTS),
+    # --- sandloop's seccomp filter -----------------------------------------------------------
+    Mutant("helper-without-its-filter", "the helper installs its seccomp filter before any command",
+           (edit(RUNNER, "refusal = confine.confine(required=not args.no_seccomp)", "refusal = None"),),
+           SECCOMP_TESTS),
+    Mutant("seccomp-setgid-allowed", "no setgid bit either, by any route",
+           (edit("sandbox/helper/seccomp_rules.py", "SETID = 0o6000", "SETID = 0o4000"),),
+           SECCOMP_TESTS),
+    Mutant("seccomp-other-abis-allowed", "an i386, arm or x32 call cannot go around the rules",
+           (edit("sandbox/helper/seccomp_rules.py", '_Insn(_JEQ, arch.audit, jf="kill"),', "_Insn(_JEQ, arch.audit),"),
+            edit("sandbox/helper/seccomp_rules.py", 'items.append(_Insn(_JGE, _X32_BIT, jt="x32"))', "pass")),
+           SECCOMP_TESTS),
     # --- the audit log -----------------------------------------------------------------------
     Mutant("audit-prev-link-unchecked", "an edit whose own sha256 was recomputed still breaks the chain",
            (edit("policies/audit.py", 'if data.get("prev") != prev:', "if False:"),),

@@ -107,15 +107,6 @@ async def _check_escapes(session: DockerSession, ws: Path, before: dict[str, byt
     assert (await session.run("echo alive")).stdout.text == "alive\n"
 
 
-@pytest.fixture(params=["uid1000", "uid0"])
-def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    ws = tmp_path / "repo"
-    ws.mkdir()
-    if request.param == "uid1000":
-        os.chown(ws, 1000, 1000)
-    return ws
-
-
 async def test_no_setuid_or_setgid_bit_reaches_the_checkout(docker_client: docker.DockerClient,
                                                             workspace: Path) -> None:
     async with await DockerSession.create(workspace, client=docker_client) as session:

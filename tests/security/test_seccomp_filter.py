@@ -6,6 +6,7 @@ Pods: tests/k8s/test_seccomp.py; the filter itself: tests/sandbox/test_seccomp.p
 
 from __future__ import annotations
 
+import io
 import os
 import platform
 from pathlib import Path
@@ -13,20 +14,13 @@ from pathlib import Path
 import docker
 import pytest
 
+from sandbox import images
 from sandbox.docker import DockerConfig, DockerSession
+from sandloop.errors import SandboxUnavailable
 
 from .filter_cases import check, prepare, setid_files
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(params=["uid1000", "uid0"])
-def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    ws = tmp_path / "repo"
-    ws.mkdir()
-    if request.param == "uid1000":
-        os.chown(ws, 1000, 1000)
-    return ws
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
@@ -42,3 +36,20 @@ async def test_the_helpers_filter_holds_in_a_container(docker_client: docker.Doc
                                       "arch": platform.machine()}
         await check(s, gvisor=runtime == "runsc")
     assert setid_files(workspace) == []
+
+
+async def test_an_image_whose_python_cannot_install_the_filter_runs_nothing(docker_client: docker.DockerClient,
+                                                                           user_workspace: Path) -> None:
+    dockerfile = (f"FROM {images.image_name('minimal')}\nUSER 0\n"
+                  "RUN rm /usr/lib/python3*/lib-dynload/_ctypes.*.so\n")
+    tag = f"sandloop-test-noctypes:{os.getpid()}"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, network_mode="none", rm=True,
+                               forcerm=True, pull=False)
+    try:
+        with pytest.raises(SandboxUnavailable) as info:
+            await DockerSession.create(user_workspace, DockerConfig(image=tag), client=docker_client)
+        text = str(info.value)
+        assert "seccomp filter could not be installed (this image's python3 has no ctypes)" in text
+        assert "runs no command" in text and "\n" not in text
+    finally:
+        docker_client.images.remove(tag, force=True)
