@@ -224,6 +224,11 @@ def test_doctor_checks_context_permissions_and_runtime_class(user_workspace: Pat
     assert set(report["permissions"].values()) == {"allowed"}
     assert report["permissions"]["create pods/attach"] == "allowed"
     assert report["runtime_class"] == "gvisor: handler runsc"
+    # A pod under gVisor with RuntimeDefault: Debian's runsc answers EPERM where that profile says
+    # ENOSYS (clone3), so no thread could start — until the helper's own filter, installed before
+    # its first thread, answers ENOSYS itself.
+    assert report["session"]["runtime_class"] == "gvisor" and report["session"]["kernel_inside"] != os.uname().release
+    assert report["session"]["seccomp"].startswith("sandloop's filter in force")
     fake.denied.add(("create", "pods", "attach"))
     try:
         report = BACKEND.doctor(user_workspace, options.model_copy(update={"runtime_class": "kata"}))

@@ -37,6 +37,8 @@ def test_doctor_reports_what_is_in_force(docker_client, user_workspace: Path, ca
     assert session["capabilities_effective"] == "0000000000000000"
     assert session["network_interfaces"] == ["lo"]
     assert session["runtime_in_force"] in report["runtimes_available"]
+    assert session["seccomp"].startswith("sandloop's filter in force")
+    assert session["helper"]["seccomp"]["filter"] == "installed" and session["helper"]["seccomp"]["mode"] == 2
 
 
 def test_doctor_says_when_root_runs_without_capabilities(docker_client, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
