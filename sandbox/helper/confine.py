@@ -98,22 +98,29 @@ def confine(*, required: bool) -> str | None:
 
 
 def refuse(in_fd: int, out_fd: int, reason: str) -> int:
-    """Answer every request read from ``in_fd`` with an ``unconfined`` error until it ends."""
+    """Answer every request read from ``in_fd`` with an ``unconfined`` error until it ends (or
+    until a frame cannot be read: the stream is out of step, and the helper itself would stop)."""
     while True:
         try:
             message = wire.read_frame(lambda n: os.read(in_fd, n))
         except wire.OpError:
-            message = {}
+            _send(out_fd, wire.error_reply(None, "unconfined", reason))
+            return 0
         if message is None:
             return 0
         rid = message.get("id") if isinstance(message, dict) else None
-        reply = wire.error_reply(rid if isinstance(rid, int) else None, "unconfined", reason)
-        frame = memoryview(wire.encode_frame(reply))
-        try:
-            while frame:
-                frame = frame[os.write(out_fd, frame):]
-        except OSError:
+        if not _send(out_fd, wire.error_reply(rid if isinstance(rid, int) else None, "unconfined", reason)):
             return 0
+
+
+def _send(out_fd: int, reply: wire.ErrorReply) -> bool:
+    frame = memoryview(wire.encode_frame(reply))
+    try:
+        while frame:
+            frame = frame[os.write(out_fd, frame):]
+    except OSError:
+        return False  # the host is gone
+    return True
 
 
 def exec_confined(argv: Sequence[str]) -> int:
