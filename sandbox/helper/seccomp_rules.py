@@ -30,7 +30,7 @@ Written for sandloop; numbers and argument positions follow the kernel's own sys
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 __all__ = ["ARCHES", "CLONE_NEW", "ENOSYS", "EPERM", "NUMBERS", "RULES", "SETID", "Arch", "Rule", "arch_for",
            "program"]
@@ -162,7 +162,8 @@ class _Insn(NamedTuple):
     jf: str | None = None
 
 
-_Item = _Insn | str  # an instruction, or a label marking the next one's position
+if TYPE_CHECKING:  # an alias at run time would need Python 3.10, and the helper runs on older ones
+    _Item = _Insn | str  # an instruction, or a label marking the next one's position
 
 
 def _cases(nodes: list[tuple[int, str]], out: list[_Item], fresh: list[int]) -> None:
