@@ -42,7 +42,7 @@ from . import presets, registries, store
 from .base import base_image
 from .build import EnvironmentSetupFailed, Event, Reporter, quiet, set_up
 from .key import environment_key, workspace_files
-from .probe import ImageFacts, Probe, find_image, image_facts, probe, run_once
+from .probe import ImageFacts, NoShell, Probe, find_image, image_facts, probe, run_once
 from .python import with_python
 from .setup import package_commands
 from .spec import PREFIX, REPOSITORY, EnvironmentSpec
@@ -117,28 +117,36 @@ def _copies(paths: Sequence[str], source: str, target: str, *, say: bool = False
     return lines
 
 
+def _system_script(lines: Sequence[str]) -> str:
+    return "\n".join([f"PATH={_SYSTEM_PATH}; export PATH", *lines])
+
+
 def _save_paths(paths: tuple[str, ...]) -> str:
-    return "\n".join([f"PATH={_SYSTEM_PATH}; export PATH", f"rm -rf {SAVED}", *_copies(paths, WORKSPACE, SAVED)])
+    return _system_script([f"rm -rf {SAVED}", *_copies(paths, WORKSPACE, SAVED)])
 
 
 def _restore(client: docker.DockerClient, image: str, workspace: Path, owner: str,
-             paths: tuple[str, ...], read_only_paths: tuple[str, ...]) -> tuple[str, ...]:
+             paths: tuple[str, ...], read_only_paths: tuple[str, ...], *, image_path: str = "") -> tuple[str, ...]:
     """Put the saved ``cache_paths`` back into a checkout that lacks them (as its owner).
 
     What runs here comes from an image setup filled, so it is treated like a session: the
     checkout's .git and read-only paths are mounted read-only (a planted hook or fsmonitor would
     run on the host), it runs under sandloop's seccomp filter (the helper's exec mode, with the
-    image's python3 from the system's directories), and with the system's PATH, not the
-    environment's."""
+    python3 of the image's ``image_path`` less the environment's own directory, which setup
+    fills), and the script with the system's PATH, not the environment's."""
     missing = [rel for rel in paths if not os.path.lexists(workspace / rel)]
     if not missing:
         return ()
-    script = "\n".join([f"PATH={_SYSTEM_PATH}; export PATH", *_copies(missing, SAVED, WORKSPACE, say=True)])
-    code, out = run_once(client, image, confined(["/bin/sh", "-e", "-c", script]), user=owner,
-                         mounts=[*workspace_mounts(workspace, read_only_paths), *helper_mounts([workspace],
-                                                                                               subreaper=False)],
-                         env={"PATH": f"/usr/local/bin:{_SYSTEM_PATH}"},
-                         doing="cannot restore the environment's workspace paths", timeout_s=600)
+    python_path = ":".join(d for d in image_path.split(":") if d.startswith("/") and d != f"{PREFIX}/bin")
+    script = _system_script(_copies(missing, SAVED, WORKSPACE, say=True))
+    try:
+        code, out = run_once(client, image, confined(["/bin/sh", "-e", "-c", script]), user=owner,
+                             mounts=[*workspace_mounts(workspace, read_only_paths),
+                                     *helper_mounts([workspace], subreaper=False)],
+                             env={"PATH": python_path or f"/usr/local/bin:{_SYSTEM_PATH}"},
+                             doing="cannot restore the environment's workspace paths", timeout_s=600)
+    except NoShell as exc:
+        raise SandboxUnavailable(f"cannot restore {', '.join(missing)}: no python3 in {image} ({exc})") from None
     if code != 0:
         raise SandboxUnavailable(f"restoring {', '.join(missing)} from the cached environment failed (exit {code})")
     return tuple(line.removeprefix(f"{WORKSPACE}/") for line in out.splitlines() if line)
@@ -183,7 +191,7 @@ async def prepare(spec: EnvironmentSpec, workspace: Path, *, client: docker.Dock
         run.say("cached", f"{tag} (cached; setup not run)", logged=False, key=key)
     store.mark_used(key)
     restored = await asyncio.to_thread(_restore, client, tag, workspace, owner, spec.cache_paths,
-                                       spec.read_only_paths)
+                                       spec.read_only_paths, image_path=facts.path)
     if restored:
         run.say("restored", f"put back from the environment: {', '.join(restored)}", logged=False)
     return Prepared(image=tag, source=source, key=key, path=facts.path or None, ca_bundle=ca, restored=restored)

@@ -233,16 +233,17 @@ async def test_trust_host_ca_mounts_the_bundle_read_only_and_names_it_everywhere
 
 async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach_git(
         docker_client: docker.DockerClient, user_workspace: Path) -> None:
-    # An image setup filled: its /opt/env/bin (first on PATH) holds a `cp` and a `mkdir` that
-    # would plant a hook in the checkout's .git (which the host's git runs) before doing the job.
+    # An image setup filled: its /opt/env/bin (first on PATH) holds a `cp`, a `mkdir` and a
+    # `python3` (which would run before the seccomp filter) that would plant a hook in the
+    # checkout's .git (which the host's git runs), and leave a mark, before doing the job.
     from sandbox.environment.prepare import SAVED, _restore
 
-    plant = (b"#!/bin/sh\nmkdir -p /workspace/.git/hooks 2>/dev/null; "
+    plant = (b"#!/bin/sh\ntouch /workspace/planted-ran; mkdir -p /workspace/.git/hooks 2>/dev/null; "
              b"echo 'touch /tmp/pwned' > /workspace/.git/hooks/post-checkout; "
              b"chmod +x /workspace/.git/hooks/post-checkout; exec /bin/$(basename $0) \"$@\"\n")
     dockerfile = (f"FROM {images.image_name('shell')}\nCOPY cp /opt/env/bin/cp\nCOPY cp /opt/env/bin/mkdir\n"
-                  f"COPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\n"
-                  "RUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir\n"
+                  f"COPY cp /opt/env/bin/python3\nCOPY x {SAVED}/node_modules/pkg/index.js\nUSER 0\n"
+                  "RUN chmod 755 /opt/env/bin/cp /opt/env/bin/mkdir /opt/env/bin/python3\n"
                   "ENV PATH=/opt/env/bin:/usr/local/bin:/usr/bin:/bin\n")
     tag = _image(docker_client, dockerfile, f"sandloop-test-restore:{os.getpid()}",
                  {"cp": plant, "x": b"module.exports = 1\n"})
@@ -252,10 +253,12 @@ async def test_restoring_saved_paths_runs_nothing_setup_planted_and_cannot_reach
         for path in (user_workspace / ".git", user_workspace / ".git" / "config"):
             os.chown(path, 1000, 1000)
         restored = await asyncio.to_thread(_restore, docker_client, tag, user_workspace, "1000:1000",
-                                           ("node_modules",), (".git",))
+                                           ("node_modules",), (".git",),
+                                           image_path=image_facts(docker_client, tag).path)
         assert restored == ("node_modules",)
         assert (user_workspace / "node_modules" / "pkg" / "index.js").read_text() == "module.exports = 1\n"
         assert not (user_workspace / ".git" / "hooks").exists()
+        assert not (user_workspace / "planted-ran").exists()  # none of them ran
     finally:
         docker_client.images.remove(tag, force=True)
 
