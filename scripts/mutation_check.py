@@ -247,7 +247,10 @@ def scratch_copy(dest: Path) -> Path:
     tree = dest / "tree"
     for rel in filter(None, listed.decode().split("\0")):
         src = ROOT / rel
-        if src.is_file() and not src.is_symlink():
+        if src.is_symlink():  # as a link (sandbox/Dockerfile.sandbox names the one at the top)
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), tree / rel)
+        elif src.is_file():
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tree / rel)
     return tree

@@ -35,6 +35,11 @@ async def test_the_helpers_filter_holds_in_a_container(docker_client: docker.Doc
         assert s.hello["seccomp"] == {"filter": "installed", "mode": 2, "filters": None if runtime == "runsc" else 2,
                                       "arch": platform.machine()}
         await check(s, gvisor=runtime == "runsc")
+        # A process the helper never started (docker exec) meets the engine's copy of the rules.
+        assert s.container is not None
+        code, out = s.container.exec_run(["sh", "-c", "touch by-exec && chmod u+s by-exec"], user=s.user,
+                                         workdir="/workspace")
+        assert code != 0 and b"Operation not permitted" in out, out
     assert setid_files(workspace) == []
 
 
