@@ -178,9 +178,11 @@ async def test_output_flood_is_capped_inside_with_exact_counts(session: DockerSe
 
 
 async def test_fork_bomb_is_contained(session: DockerSession) -> None:
-    # The bomb's first shell returns at once; its copies go on in the background until the
-    # pids limit stops them. The next command finds no pid free, and the helper reclaims them.
-    await session.run(":(){ :|:& };:", timeout_s=3)
+    # The bomb starts in the background, so the command returns at once (started in the
+    # foreground, its first shell raced its own copies for pids, and under load it lost: it sat
+    # retrying fork until the timeout ended the whole tree); its copies go on until the pids
+    # limit stops them. The next command finds no pid free, and the helper reclaims them.
+    await session.run("bash -c ':(){ :|:& };:' >/dev/null 2>&1 &", timeout_s=3)
 
     def full() -> bool:
         current, limit = pids_used(session)
