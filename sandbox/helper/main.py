@@ -24,7 +24,8 @@ while the shell stays stopped (alive, it remains the subreaper of whatever they 
 once they are gone, or after a grace period, SIGKILL to what is left below it and SIGTERM to the
 shell (which runs its trap, if any); after another grace period SIGKILL to whatever remains. A
 background process of an earlier, finished command is never touched; when the container's pids
-limit is (nearly) used up, the helper reclaims every process that belongs to no running command.
+limit is (nearly) used up, or was hit since the last command with half of it still taken, the
+helper reclaims every process that belongs to no running command.
 
 Why a socket besides the attach stream: under load, each hop of that stream (the engine, the
 container's shim) waits for a CPU on the way in and on the way out; a unix socket is one copy in

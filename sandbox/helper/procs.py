@@ -223,13 +223,39 @@ def _pids_max() -> int | None:
     return _read_int("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
 
 
+def _pids_limit_hits() -> int | None:
+    """How often a fork failed at the pids limit (the ``max`` line of pids.events)."""
+    for path in ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "max":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+_last_hits: list[int | None] = [None]
+
+
 def pids_exhausted() -> bool:
-    """Is the container's pids limit (nearly) used up? cgroup v2, then v1."""
+    """Is the container's pids limit (nearly) used up? cgroup v2, then v1.
+
+    Nearly full now, or hit since the last look with half the pids still taken: a fork bomb's
+    copies die and respawn, so its count swings below any single threshold, but every failed fork
+    is counted in pids.events (seen under load: 81% taken at the moment of the look)."""
     limit = _pids_max()
     if limit is None:
         return False
     current = _read_int("/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids/pids.current")
-    return current is not None and current >= limit * 0.9
+    if current is None:
+        return False
+    hits, (before,) = _pids_limit_hits(), _last_hits
+    _last_hits[0] = hits
+    hit_since = hits is not None and before is not None and hits > before
+    return current >= limit * 0.9 or (hit_since and current >= limit * 0.5)
 
 
 def oom_kills() -> int | None:
