@@ -26,7 +26,6 @@ container once the engine answers again.
 from __future__ import annotations
 
 import asyncio
-import configparser
 import contextlib
 import logging
 import secrets
@@ -54,9 +53,10 @@ from .helper.confine import EXEC
 from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
+from .protected import protected_paths
 
 __all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
-           "helper_mounts", "reap", "workspace_mounts"]
+           "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -138,84 +138,11 @@ def container_user(workspace: Path) -> tuple[str, str]:
     return f"{st.st_uid}:{st.st_gid}", f"running as the workspace owner {st.st_uid}:{st.st_gid}"
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def _hooks_path(workspace: Path) -> Path | None:
-    """The directory the host's git runs hooks from when ``core.hooksPath`` points into the
-    checkout (husky's ``.husky``, a ``.githooks`` folder): a command could plant hooks there."""
-    config = workspace / ".git" / "config"
-    if not config.is_file():
-        return None
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read(config, encoding="utf-8")
-        value = parser.get("core", "hookspath", fallback=None)
-    except (configparser.Error, UnicodeDecodeError):
-        return None
-    if not value:
-        return None
-    candidate = Path(value.strip().strip('"'))
-    if not candidate.is_absolute():
-        candidate = workspace / candidate  # relative to the worktree, where git runs hooks
-    candidate = candidate.resolve()
-    return candidate if _inside(candidate, workspace) and candidate.is_dir() else None
-
-
-def protected_paths(workspace: Path, read_only: tuple[str, ...]) -> list[Path]:
-    """Host paths inside the checkout to mount read-only over it: the configured ones (``.git``
-    by default; a symlinked ``.git`` is protected at its target when that lies inside the
-    checkout) and the hooks directory the host's git would run."""
-    workspace = workspace.resolve()
-    found: list[Path] = []
-    for rel in read_only:
-        if not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
-            continue
-        host = workspace / rel
-        if host.is_symlink():
-            host = host.resolve()  # protect what it points at, never what lies outside
-            if not _inside(host, workspace) or host == workspace:
-                continue
-        if host.exists() and host not in found:
-            found.append(host)
-    hooks = _hooks_path(workspace)
-    for extra in ([hooks] if hooks is not None else []) + _submodule_gits(workspace):
-        if extra != workspace and extra not in found:
-            found.append(extra)
-    return found
-
-
-def _submodule_gits(workspace: Path) -> list[Path]:
-    """Each submodule's ``.git`` (a file naming its git folder): rewritten by a command, it
-    would point the host's git, when run in that submodule, at a config the sandbox wrote —
-    ``core.fsmonitor`` and hooks included. Found through ``.gitmodules``; its paths are
-    checked like any other (inside the checkout, never through a link out)."""
-    modules = workspace / ".gitmodules"
-    if not modules.is_file() or modules.is_symlink():
-        return []
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read(modules, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return []
-    found = []
-    for section in parser.sections():
-        rel = parser.get(section, "path", fallback="").strip().strip('"')
-        if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts:
-            continue
-        candidate = workspace / rel / ".git"
-        if candidate.is_symlink() or not candidate.exists():
-            continue
-        if _inside(candidate.resolve(), workspace):
-            found.append(candidate.resolve())
-    return found
-
-
 def workspace_mounts(workspace: Path, read_only_paths: tuple[str, ...], *, read_only: bool = False) -> list[Mount]:
-    """The checkout at /workspace, with ``.git`` (its hooks path too) and the policy's other
-    read-only paths mounted read-only over it: every container that sees a checkout — a
-    session, an environment's setup, a restore of its saved paths — gets exactly these."""
+    """The checkout at /workspace, with ``.git`` (its hooks path, submodules and nested
+    repositories too) and the policy's other read-only paths mounted read-only over it
+    (:mod:`sandbox.protected`): every container that sees a checkout — a session, an
+    environment's setup, a restore of its saved paths — gets exactly these."""
     mounts = [Mount(WORKSPACE, str(workspace), type="bind", read_only=read_only)]
     for host in protected_paths(workspace, read_only_paths):
         inside = f"{WORKSPACE}/{host.relative_to(workspace).as_posix()}"
