@@ -267,7 +267,7 @@ def pod_state(pod: Obj) -> str:
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             parts.append(f"unschedulable: {cond.get('message') or cond.get('reason')}")
-    for cs in status.get("containerStatuses") or []:
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         state = cs.get("state") or {}
         for kind in ("waiting", "terminated"):
             if kind in state:
@@ -286,8 +286,9 @@ HOPELESS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateConta
             "CreateContainerError", "RunContainerError"}
 
 
-def pod_running(container: str) -> Callable[[Obj], bool]:
-    """``done`` for :meth:`Cluster.wait_pod`: the container runs; raises when it never will."""
+def pod_running(container: str, *, init: bool = False) -> Callable[[Obj], bool]:
+    """``done`` for :meth:`Cluster.wait_pod`: the container (an init container with ``init``)
+    runs; raises when it never will."""
 
     def done(pod: Obj) -> bool:
         status = pod.get("status") or {}
@@ -295,14 +296,15 @@ def pod_running(container: str) -> Callable[[Obj], bool]:
         if phase in ("Succeeded", "Failed", "Deleted"):
             raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} ended before the session began "
                                      f"({pod_state(pod)})")
-        for cs in status.get("containerStatuses") or []:
+        for cs in status.get("initContainerStatuses" if init else "containerStatuses") or []:
             if cs.get("name") != container:
                 continue
             state = cs.get("state") or {}
             waiting = state.get("waiting") or {}
-            if waiting.get("reason") in HOPELESS:
+            if waiting.get("reason") in HOPELESS or (init and "terminated" in state):
                 raise SandboxUnavailable(f"pod {pod['metadata'].get('name')} cannot start: {pod_state(pod)}")
-            return phase == "Running" and "running" in state
+            # An init container runs while the pod is Pending; the others, once it is Running.
+            return "running" in state and (init or phase == "Running")
         return False
 
     return done

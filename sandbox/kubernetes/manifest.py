@@ -20,6 +20,9 @@ allow-list proxy on an internal net    a proxy pod; egress only to it, its ingre
 runtime ``runsc``                      ``runtimeClassName`` (``gvisor`` by default)
 labels, reaper, max lifetime           the same labels, ``activeDeadlineSeconds``
 the helper, read-only bind mount       the loader (:mod:`.loader`), the helper's sha256 pinned
+``.git`` & co. mounted read-only       ``subPath`` mounts of the workspace volume, ``readOnly``,
+(read-only workspace: all of it)       filled by the ``copy-in`` init container before the
+                                       helper's container starts (:meth:`Plan.pod`)
 =====================================  =========================================================
 
 Not expressible in a Pod: a per-pod pids limit (the kubelet's ``podPidsLimit`` is per node).
@@ -30,8 +33,11 @@ itself before it runs any command (:mod:`sandbox.helper.confine`), over the node
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from sandloop.errors import ConfigError
 
 from .. import images
 from ..bundle import HELPER_MODULES, PROXY_MODULES, zipapp
@@ -40,12 +46,20 @@ from ..egress import PROXY_PORT
 from . import loader
 from .options import KubernetesOptions
 
-__all__ = ["HELPER_CONTAINER", "PROXY_CONTAINER", "ROLE_LABEL", "SANDBOX_EXT_GROUP", "SANDBOX_GROUP",
-           "SANDBOX_VERSION", "WORKSPACE", "Plan", "cpu_quantity",
-           "memory_quantity", "plan", "warm_pool_objects"]
+__all__ = ["CHECKOUT", "COPY_IN", "COPY_IN_CONTAINER", "HELPER_CONTAINER", "PROXY_CONTAINER", "ROLE_LABEL",
+           "SANDBOX_EXT_GROUP", "SANDBOX_GROUP", "SANDBOX_VERSION", "WORKSPACE", "Plan", "cpu_quantity",
+           "memory_quantity", "plan", "read_only_subpath", "warm_pool_objects"]
 
 WORKSPACE = "/workspace"
 HELPER_CONTAINER = "helper"
+#: The init container that writes the workspace volume before the helper's container starts,
+#: where it sees the whole volume (read-only parts included) at :data:`COPY_IN`.
+COPY_IN_CONTAINER = "copy-in"
+COPY_IN = "/copy-in"
+#: Where the checkout lies in the workspace volume when it is written by the copy-in container
+#: (mounted at /workspace by ``subPath``); each read-only path's content lies beside it, at
+#: :func:`read_only_subpath`.
+CHECKOUT = "checkout"
 PROXY_CONTAINER = "proxy"
 ROLE_LABEL = "sandloop.role"
 MANAGED = {"app.kubernetes.io/managed-by": "sandloop"}
@@ -84,8 +98,14 @@ def _security(uid: int, gid: int) -> dict[str, Any]:
     }
 
 
+def read_only_subpath(index: int) -> str:
+    """The workspace volume's subPath holding the content of the session's ``index``-th read-only path."""
+    return f"read-only/{index}"
+
+
 def _pod_spec(*, uid: int, gid: int, deadline_s: int, runtime_class: str | None, node_selector: dict[str, str],
-              container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+              container: dict[str, Any], volumes: list[dict[str, Any]],
+              init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -94,6 +114,7 @@ def _pod_spec(*, uid: int, gid: int, deadline_s: int, runtime_class: str | None,
         "terminationGracePeriodSeconds": 5,
         "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": gid, "fsGroup": gid,
                             "seccompProfile": {"type": "RuntimeDefault"}},
+        **({"initContainers": init} if init else {}),
         "containers": [container],
         "volumes": volumes,
     }
@@ -140,24 +161,38 @@ class Plan:
     def pod_name(self, start: int) -> str:
         return f"sandloop-{self.session_id}-{start}"
 
-    def pod(self, start: int = 0) -> dict[str, Any]:
+    def staged(self, read_only: Sequence[str]) -> tuple[str, ...]:
+        """The workspace-relative paths mounted read-only over the checkout in a pod of a checkout
+        whose read-only paths are ``read_only`` — none when the whole workspace is read-only."""
+        return () if self.config.read_only_workspace else tuple(read_only)
+
+    def pod(self, start: int = 0, read_only: Sequence[str] = ()) -> dict[str, Any]:
+        """The session pod. With ``read_only`` paths (``.git`` & co., found in the checkout), or a
+        read-only workspace, what the helper's container sees read-only is a volume mounted
+        ``readOnly``: the pod cannot mount anything without privilege once it runs, and nothing
+        it runs could then be kept from writing what its own uid owns. So the workspace volume is
+        written first, by an init container (``copy-in``: the same loader and helper, reached by
+        its own attach stream, which exits when the front-end has copied the checkout in), and
+        the helper's container mounts its parts: the checkout at /workspace (``subPath:
+        checkout``), and each read-only path's content over it (``subPath: read-only/N``,
+        ``readOnly: true``). Without either, the helper's container mounts the whole volume and
+        the checkout is copied in through its own helper."""
         cfg, opts = self.config, self.options
         resources = {"cpu": cpu_quantity(cfg.cpus), "memory": memory_quantity(cfg.memory)}
-        args = ["--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s), "--contained"]
-        container = {
-            "name": HELPER_CONTAINER,
-            "image": self.image,
-            "imagePullPolicy": opts.image_pull_policy,
-            "command": loader.command(self.helper, args),
-            "workingDir": WORKSPACE,
-            # stdinOnce: the helper's stdin is our attach stream, and ends with it.
-            "stdin": True,
-            "stdinOnce": True,
-            "tty": False,
-            "securityContext": _security(opts.run_as_user, opts.run_as_group),
-            "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "workspace", "mountPath": WORKSPACE}],
-        }
+        staged = self.staged(read_only)
+        init = cfg.read_only_workspace or bool(staged)
+        mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+        if init:
+            mounts.append({"name": "workspace", "mountPath": WORKSPACE, "subPath": CHECKOUT,
+                           **({"readOnly": True} if cfg.read_only_workspace else {})})
+            mounts += [{"name": "workspace", "mountPath": f"{WORKSPACE}/{rel}", "subPath": read_only_subpath(i),
+                        "readOnly": True} for i, rel in enumerate(staged)]
+        else:
+            mounts.append({"name": "workspace", "mountPath": WORKSPACE})
+        container = self._helper_container(HELPER_CONTAINER, WORKSPACE, mounts, resources)
+        copy_in = self._helper_container(COPY_IN_CONTAINER, COPY_IN, [{"name": "tmp", "mountPath": "/tmp"},
+                                                                      {"name": "workspace", "mountPath": COPY_IN}],
+                                         resources)
         volumes = [
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": memory_quantity(cfg.tmpfs_size)}},
             {"name": "workspace", "emptyDir": {"sizeLimit": opts.workspace_size}},
@@ -168,7 +203,28 @@ class Plan:
             "metadata": self._meta(self.pod_name(start), "sandbox"),
             "spec": _pod_spec(uid=opts.run_as_user, gid=opts.run_as_group, deadline_s=self.deadline_s,
                               runtime_class=self.runtime_class, node_selector=opts.node_selector,
-                              container=container, volumes=volumes),
+                              container=container, volumes=volumes, init=[copy_in] if init else None),
+        }
+
+    def _helper_container(self, name: str, workspace: str, mounts: list[dict[str, Any]],
+                          resources: dict[str, str]) -> dict[str, Any]:
+        """A container running the helper on ``workspace``: the session's, or the copy-in one
+        (the same limits: an init container's requests count only while no other container runs)."""
+        opts = self.options
+        args = ["--workspace", workspace, "--idle", str(self.config.idle_expiry_s), "--contained"]
+        return {
+            "name": name,
+            "image": self.image,
+            "imagePullPolicy": opts.image_pull_policy,
+            "command": loader.command(self.helper, args),
+            "workingDir": workspace,
+            # stdinOnce: the helper's stdin is our attach stream, and ends with it.
+            "stdin": True,
+            "stdinOnce": True,
+            "tty": False,
+            "securityContext": _security(opts.run_as_user, opts.run_as_group),
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "volumeMounts": mounts,
         }
 
     # --- network ------------------------------------------------------------------------------
@@ -243,10 +299,10 @@ class Plan:
             return [self.deny_all()]
         return [self.deny_all(), self.allow_proxy(), self.proxy_ingress()]
 
-    def objects(self) -> list[dict[str, Any]]:
-        """Everything, in creation order."""
+    def objects(self, read_only: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Everything, in creation order, for a checkout whose read-only paths are ``read_only``."""
         pods = [self.proxy_pod()] if self.config.network_allow is not None else []
-        return [*self.network_policies(), *pods, self.pod(1)]
+        return [*self.network_policies(), *pods, self.pod(1, read_only)]
 
 
 def pod_image(config: DockerConfig, options: KubernetesOptions) -> str:
@@ -265,7 +321,15 @@ def plan(config: DockerConfig, options: KubernetesOptions, *, session_id: str, l
 def warm_pool_objects(p: Plan, pool: str, replicas: int) -> list[dict[str, Any]]:
     """What an operator applies once for ``[backend.kubernetes] warm_pool = POOL`` (agent-sandbox):
     a deny-all NetworkPolicy for every warm pod (a claim adds the session's own policies' labels
-    later), the SandboxTemplate (the session pod, minus the session's labels) and the pool."""
+    later), the SandboxTemplate (the session pod, minus the session's labels) and the pool.
+
+    A warm pod is started before anyone knows the checkout it will serve, so it cannot have the
+    read-only parts a session's own pod mounts (:meth:`Plan.pod`): a session claims one only for
+    a checkout with nothing read-only in it, and a policy whose whole workspace is read-only gets
+    no warm pool at all."""
+    if p.config.read_only_workspace:
+        raise ConfigError("a warm pool cannot serve this policy: its workspace is read-only, which a pod started "
+                          "before the checkout is known cannot mount (sessions of it start plain pods)")
     pod = p.pod(0)
     base = {**MANAGED, ROLE_LABEL: "sandbox"}
     template = {

@@ -6,6 +6,13 @@ agent-sandbox warm pool), watched until its container runs; one attach websocket
 code as the stream's first bytes (:mod:`.loader`); ``hello``; the host checkout copied in
 (:mod:`.sync`). Every operation then goes to the helper exactly as on Docker.
 
+A checkout with read-only paths (``.git`` & co., found by :mod:`sandbox.protected` at each start,
+as on Docker) is copied in before the helper's container starts instead: through the same
+loader and helper in the pod's ``copy-in`` init container, whose attach stream the session
+closes when the copy is done; the helper's container then mounts those paths read-only
+(:meth:`.manifest.Plan.pod`). Such a checkout never takes a warm-pool pod, which was started
+before anyone knew what to mount.
+
 A broken stream is a dead container: the call that was running is answered with the error, the
 next call deletes the pod and starts a fresh one, copying the host checkout in again — changes
 made in the dead pod since the last copy-back are lost with it (``notes`` says so). At close the
@@ -22,19 +29,21 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sandloop.errors import SandboxError, SandboxUnavailable, SandloopError
 
-from ..docker import DockerConfig, protected_paths
+from ..docker import DockerConfig
 from ..helper.client import HelperClient, ReplaceableSession
 from ..helper.wire import HelloResult
 from ..lifecycle import owner_labels
+from ..protected import find
 from ..seccomp import require_filter
 from . import egress, loader, sync
 from .channels import AttachStream, attach
 from .cluster import Cluster, Obj, one_line, pod_running, pod_state
-from .manifest import HELPER_CONTAINER, WORKSPACE, Plan, plan, pod_image
+from .manifest import COPY_IN_CONTAINER, HELPER_CONTAINER, WORKSPACE, Plan, plan, pod_image
 from .options import KubernetesOptions
 from .reaper import reap
 from .warmpool import Claim, claim_pod
@@ -72,14 +81,15 @@ class KubernetesSession(ReplaceableSession):
         self.plan: Plan = plan(config, options, session_id=self.session_id,
                                labels=owner_labels(self.session_id, config.max_lifetime_s, config.idle_expiry_s),
                                namespace=cluster.namespace, image=self.image)
-        rel = [p.relative_to(self.host_workspace).as_posix()
-               for p in protected_paths(self.host_workspace, config.read_only_paths)]
-        #: never copied back: .git and the other read-only paths, as on Docker
-        self.protected = tuple(dict.fromkeys([*config.read_only_paths, *rel]))
+        #: never copied back: .git and the other read-only paths, as on Docker (found at each start)
+        self.protected: tuple[str, ...] = tuple(config.read_only_paths)
+        #: the paths mounted read-only in the current pod (workspace-relative)
+        self.read_only: tuple[str, ...] = ()
         self.pod: str | None = None
         self.snapshot: sync.Snapshot | None = None
         self.last_sync: sync.SyncResult | None = None
-        #: seconds the last start spent copying the checkout in (snapshot, commit, unpack)
+        #: seconds the last start spent copying the checkout in once its helper answered (what was
+        #: left of making the tar, then commit and unpack)
         self.copy_in_s = 0.0
         self.egress: egress.EgressPod | None = None
         self._claim: Claim | None = None
@@ -136,39 +146,88 @@ class KubernetesSession(ReplaceableSession):
 
     # --- the pod ---------------------------------------------------------------------------
 
-    def _start_pod(self) -> AttachStream:
-        """A running pod of this session, attached (blocking)."""
+    def _create_pod(self, copy_in: bool) -> None:
+        """Claim or create this session's next pod (blocking): one with a copy-in container when
+        ``copy_in`` (never a warm one, then)."""
         self._starts += 1
-        if self.options.warm_pool:
+        if self.options.warm_pool and copy_in:
+            staged = self.plan.staged(self.read_only)
+            what = f"this checkout has read-only paths ({', '.join(staged)})" if staged else \
+                "this policy's workspace is read-only"
+            log.warning("warm pool %s not used: %s, which only a pod made for it can mount; starting a plain pod",
+                        self.options.warm_pool, what)
+        elif self.options.warm_pool:
             self._claim = claim_pod(self.cluster, self.plan, self.options.warm_pool,
                                     timeout_s=self.options.start_timeout_s)
         if self._claim is not None:
             self.pod = self._claim.pod
         else:
-            body = self.plan.pod(self._starts)
+            body = self.plan.pod(self._starts, self.read_only)
             self.pod = body["metadata"]["name"]
             self.cluster.create_pod(body)
-        self.cluster.wait_pod(self.pod, pod_running(HELPER_CONTAINER), self.options.start_timeout_s)
-        stream = attach(self.cluster, self.pod, HELPER_CONTAINER)
+
+    def _attach(self, container: str, *, init: bool = False) -> AttachStream:
+        """``container`` of the pod, running and attached, the helper sent (blocking)."""
+        assert self.pod is not None
+        self.cluster.wait_pod(self.pod, pod_running(container, init=init), self.options.start_timeout_s)
+        stream = attach(self.cluster, self.pod, container)
         self._stream = stream
         stream.send(loader.frame(self.plan.helper))
         return stream
 
-    async def _start(self) -> tuple[HelperClient, HelloResult]:
-        stream = await asyncio.to_thread(self._start_pod)
-        helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
+    @contextlib.asynccontextmanager
+    async def _speaking(self, stream: AttachStream) -> AsyncIterator[None]:
+        """What goes wrong while the helper is spoken to at start is one line, with its last words."""
         try:
-            hello = await asyncio.wait_for(helper.hello(), 60)
-            require_filter(hello, helper.name)  # the pod's RuntimeDefault does not refuse setid bits
-            started = time.perf_counter()
-            self.snapshot, tar = await asyncio.to_thread(sync.snapshot, self.host_workspace, self.protected)
-            await sync.copy_in(helper, tar)
-            self.copy_in_s = time.perf_counter() - started
+            yield
         except (SandboxError, TimeoutError) as exc:
-            where, tail = self.pod, stream.stderr_text()
-            await asyncio.to_thread(self._teardown)
-            raise SandboxUnavailable(f"the sandbox helper did not start in pod {where}: {exc} {tail}".strip()) \
+            tail = stream.stderr_text()
+            raise SandboxUnavailable(f"the sandbox helper did not start in pod {self.pod}: {exc} {tail}".strip()) \
                 from exc
+
+    async def _hello(self, stream: AttachStream, container: str) -> tuple[HelperClient, HelloResult]:
+        name = f"pod {self.pod}" if container == HELPER_CONTAINER else f"pod {self.pod} ({container})"
+        helper = HelperClient(stream.recv, stream.send, name=name)
+        hello = await asyncio.wait_for(helper.hello(), 60)
+        if container == HELPER_CONTAINER:
+            require_filter(hello, helper.name)  # the pod's RuntimeDefault does not refuse setid bits
+        return helper, hello
+
+    async def _copy_in(self, helper: HelperClient, packing: asyncio.Future[tuple[sync.Snapshot, bytes]]) -> None:
+        started = time.perf_counter()
+        self.snapshot, tar = await packing
+        await sync.copy_in(helper, tar)
+        self.copy_in_s = time.perf_counter() - started
+
+    async def _start(self) -> tuple[HelperClient, HelloResult]:
+        ws = self.host_workspace
+        found = await asyncio.to_thread(find, ws, self.config.read_only_paths)
+        self.read_only = tuple(p.relative_to(ws).as_posix() for p in found.paths)
+        self.protected = tuple(dict.fromkeys([*self.config.read_only_paths, *self.read_only]))
+        staged = self.plan.staged(self.read_only)
+        copy_in = self.config.read_only_workspace or bool(staged)
+        # The tar is made while the pod starts: it needs nothing from it.
+        packing = asyncio.ensure_future(asyncio.to_thread(sync.snapshot, ws, self.protected,
+                                                          staged if copy_in else None))
+        try:
+            await asyncio.to_thread(self._create_pod, copy_in)
+            if copy_in:
+                stream = await asyncio.to_thread(self._attach, COPY_IN_CONTAINER, init=True)
+                async with self._speaking(stream):
+                    writer, _ = await self._hello(stream, COPY_IN_CONTAINER)
+                    await self._copy_in(writer, packing)
+                # The end of its stream is the copy-in helper's: it exits, and the kubelet starts the next.
+                await asyncio.to_thread(stream.close)
+                writer.mark_dead("the copy-in is done")
+            stream = await asyncio.to_thread(self._attach, HELPER_CONTAINER)
+            async with self._speaking(stream):
+                helper, hello = await self._hello(stream, HELPER_CONTAINER)
+                if not copy_in:
+                    await self._copy_in(helper, packing)
+        except BaseException:
+            await asyncio.gather(packing, return_exceptions=True)
+            await asyncio.to_thread(self._teardown)
+            raise
         return helper, hello
 
     def dead_reason(self) -> str:

@@ -14,12 +14,17 @@ A pod cannot mount the host's checkout, so the host sends it:
   run on the host): the validation patches get. The pod's answers are never trusted for more
   than a hint: what is written is what ``read`` returned.
 
-Never copied back: anything under a read-only path (``.git`` and the policy's whole-path
-``[files] read_only`` globs, the hooks directory ``core.hooksPath`` names) — in the pod those are
-writable, since nothing can be mounted read-only over part of an emptyDir without privilege, but
-what a command writes there never reaches the host, which is what the read-only mount protects on
-Docker —, new symlinks (the host would follow them), and anything whose host copy changed since
-the snapshot (a conflict: the whole copy-back is refused, nothing is written).
+Where the checkout has read-only paths (``.git`` and the policy's whole-path ``[files]
+read_only`` globs, the hooks directory ``core.hooksPath`` names, submodules' and nested
+repositories' ``.git``), the tar goes to the pod's ``copy-in`` init container instead, laid out
+for the read-only volume mounts of the helper's container (:meth:`~.manifest.Plan.pod`):
+commands there meet a read-only file system, as on Docker.
+
+Never copied back: anything under a read-only path (read-only in the pod anyway) or under any
+other ``.git`` (one past the bound of the search for nested repositories, or one the sandbox
+made), new symlinks
+(the host would follow them), and anything whose host copy changed since the snapshot (a
+conflict: the whole copy-back is refused, nothing is written).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import os
 import shlex
 import stat
 import tarfile
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -47,6 +52,7 @@ from ..helper.client import HelperClient
 from ..helper.files import Workspace
 from ..helper.wire import Change, OpError
 from ..patch.paths import validate
+from .manifest import CHECKOUT, read_only_subpath
 
 __all__ = ["SYNC_DIR", "Entry", "Snapshot", "SyncResult", "copy_back", "copy_in", "snapshot"]
 
@@ -141,7 +147,9 @@ class Snapshot:
         return tuple(g for p in self.protected for g in (p, f"{p}/**"))
 
     def is_protected(self, path: str) -> bool:
-        return any(glob_match(g, path, fold_case=True) for g in self.read_only_globs)
+        # Nothing under any .git comes home, read-only in the pod or not: one past the bound of
+        # the search for nested repositories, or one the sandbox made, is the sandbox's.
+        return ".git" in path.split("/") or any(glob_match(g, path, fold_case=True) for g in self.read_only_globs)
 
     def refusal(self, path: str) -> str | None:
         """Why ``path`` may not be written on the host (the checks a patch's paths get), or None."""
@@ -167,36 +175,68 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def snapshot(root: Path, protected: Iterable[str]) -> tuple[Snapshot, bytes]:
-    """The tar the pod unpacks, and the snapshot of what it holds. Blocking."""
+def snapshot(root: Path, protected: Iterable[str], staged: Sequence[str] | None = None) -> tuple[Snapshot, bytes]:
+    """The tar the pod unpacks, and the snapshot of what it holds. Blocking.
+
+    ``staged``: the tar is for the copy-in init container, which sees the whole workspace volume
+    (:data:`~.manifest.CHECKOUT` and the read-only parts beside it): the content of each path of
+    ``staged`` goes to its :func:`~.manifest.read_only_subpath` — an empty placeholder of the
+    same kind stays in its place, so the pod's runtime finds the mount point there and makes no
+    folder of its own on the way —, everything else under ``checkout/``."""
     root = root.resolve()
     entries: dict[str, Entry] = {}
+    name = _tar_name(staged)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        if staged is not None:
+            _add_dir(tar, root, CHECKOUT)
         for dirpath, dirnames, filenames in os.walk(root):
             rel_dir = Path(dirpath).relative_to(root).as_posix()
             prefix = "" if rel_dir == "." else rel_dir + "/"
-            for name in sorted(dirnames):
-                full = Path(dirpath, name)
+            for dirname in sorted(dirnames):
+                full = Path(dirpath, dirname)
                 if full.is_symlink():
-                    filenames.append(name)  # a link to a directory is a link, never followed
+                    filenames.append(dirname)  # a link to a directory is a link, never followed
                     continue
-                info = tarfile.TarInfo(prefix + name)
-                info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(full.lstat().st_mode) | 0o700
-                tar.addfile(info)
+                _add_dir(tar, full, name(prefix + dirname))
             dirnames[:] = [d for d in dirnames if not Path(dirpath, d).is_symlink()]
-            for name in sorted(filenames):
-                rel = prefix + name
+            for filename in sorted(filenames):
+                rel = prefix + filename
                 try:
-                    _add(tar, Path(dirpath, name), rel, entries)
+                    _add(tar, Path(dirpath, filename), rel, name(rel), entries)
                 except OSError:
                     continue  # gone meanwhile, or unreadable: not part of the copy
+        for rel in staged or ():
+            placeholder = tarfile.TarInfo(f"{CHECKOUT}/{rel}")
+            if (root / rel).is_dir():
+                placeholder.type, placeholder.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(placeholder)
     return Snapshot(root, entries, tuple(protected)), buf.getvalue()
 
 
-def _add(tar: tarfile.TarFile, full: Path, rel: str, entries: dict[str, Entry]) -> None:
+def _tar_name(staged: Sequence[str] | None) -> Callable[[str], str]:
+    """Where a checkout path goes in the tar: as it is, or laid out for the copy-in container."""
+    if staged is None:
+        return lambda rel: rel
+
+    def name(rel: str) -> str:
+        for i, path in enumerate(staged):
+            if rel == path or rel.startswith(path + "/"):
+                return read_only_subpath(i) + rel[len(path):]
+        return f"{CHECKOUT}/{rel}"
+
+    return name
+
+
+def _add_dir(tar: tarfile.TarFile, full: Path, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(full.lstat().st_mode) | 0o700
+    tar.addfile(info)
+
+
+def _add(tar: tarfile.TarFile, full: Path, rel: str, name: str, entries: dict[str, Entry]) -> None:
     st = full.lstat()
-    info = tarfile.TarInfo(rel)
+    info = tarfile.TarInfo(name)
     info.mtime = int(st.st_mtime)
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(full)

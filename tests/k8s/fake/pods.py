@@ -10,7 +10,14 @@ Pod                              Docker
 ``capabilities.drop: [ALL]``     ``CapDrop ALL`` (and ``add``: ``CapAdd``)
 ``allowPrivilegeEscalation``     ``no-new-privileges`` when false
 ``privileged``                   refused (the fake runs nothing privileged)
-emptyDir (any medium)            an empty 0777 tmpfs volume, ``sizeLimit`` as its size
+emptyDir                         a 0777 folder of the pod on this host (the server's), bind-mounted
+                                 into each container that mounts it — so a pod's containers share
+                                 it, init containers included, and it outlives each of them;
+                                 ``subPath`` binds that folder's sub-path (made if missing, never
+                                 through a link out of the volume), ``readOnly`` a read-only bind.
+                                 ``sizeLimit`` is not enforced (a kubelet evicts the pod for it)
+emptyDir ``medium: Memory``      an empty 0777 tmpfs volume per container, ``sizeLimit`` as its
+                                 size (not shared between a pod's containers; no ``subPath``)
 limits.memory / limits.cpu       ``Memory`` (no swap) / ``NanoCpus``
 ``stdin`` / ``stdinOnce``        ``OpenStdin`` / ``StdinOnce``
 ``runtimeClassName``             ``Runtime`` (the fake's RuntimeClass → handler map)
@@ -23,8 +30,11 @@ NetworkPolicies                  ``none``; an ``--internal`` network per allow-t
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -50,6 +60,39 @@ def quantity_cpus(text: str) -> float:
     return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
+def _mount(mount: dict[str, Any], volume: dict[str, Any], folders: Mapping[str, Path]) -> Mount:
+    """One volumeMount as a Docker mount."""
+    name = mount["name"]
+    if "emptyDir" not in volume:
+        raise ValueError(f"volume {name}: only emptyDir is supported by the fake")
+    read_only = bool(mount.get("readOnly"))
+    sub = str(mount.get("subPath") or "")
+    empty_dir = volume["emptyDir"] or {}
+    if empty_dir.get("medium") == "Memory":
+        if sub:
+            raise ValueError(f"volume {name}: the fake takes no subPath of a Memory emptyDir")
+        # An emptyDir is an empty 0777 directory, whatever the image has at that path: an
+        # anonymous tmpfs volume with nocopy (a plain tmpfs mount would take the image
+        # directory's owner and mode).
+        size = empty_dir.get("sizeLimit")
+        options = "nosuid,nodev,mode=0777" + (f",size={quantity_bytes(size)}" if size else "")
+        return Mount(mount["mountPath"], None, type="volume", no_copy=True, read_only=read_only,
+                     driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}))
+    root = folders[name]
+    source = root
+    if sub:
+        if sub.startswith("/") or ".." in sub.split("/"):
+            raise ValueError(f"volume {name}: subPath {sub!r} must be a relative path without '..'")
+        # As a kubelet: a sub-path that leaves the volume through a link is refused — the
+        # volume's content is the pod's to plant links in —, and a missing one is made (0750).
+        source = (root / sub).resolve()
+        if not source.is_relative_to(root.resolve()):
+            raise ValueError(f"volume {name}: subPath {sub!r} is outside the volume")
+        if not os.path.lexists(source):
+            source.mkdir(mode=0o750, parents=True)
+    return Mount(mount["mountPath"], str(source), type="bind", read_only=read_only)
+
+
 class DockerPods:
     def __init__(self, client: docker.DockerClient, server_id: str, runtimes: dict[str, str],
                  pids_limit: int) -> None:
@@ -58,11 +101,12 @@ class DockerPods:
         self.runtimes = runtimes
         self.pids_limit = pids_limit
 
-    def create(self, pod: dict[str, Any], networks: list[str], bridge: bool) -> str:
-        """Create (not start) the container of a single-container pod; ValueError if it cannot be."""
+    def create(self, pod: dict[str, Any], container: dict[str, Any], networks: list[str], bridge: bool,
+               folders: Mapping[str, Path]) -> str:
+        """Create (not start) the container of one of the pod's containers (``folders``: each disk
+        emptyDir's folder); ValueError if it cannot be."""
         spec = pod["spec"]
         meta = pod["metadata"]
-        (container,) = spec["containers"]
         pod_sc = spec.get("securityContext") or {}
         sc = {**pod_sc, **(container.get("securityContext") or {})}
         if sc.get("privileged"):
@@ -72,20 +116,8 @@ class DockerPods:
             raise ValueError("container has runAsNonRoot and no non-root runAsUser")
         caps = sc.get("capabilities") or {}
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
-        mounts = []
-        for mount in container.get("volumeMounts") or []:
-            volume = volumes.get(mount["name"]) or {}
-            if "emptyDir" not in volume:
-                raise ValueError(f"volume {mount['name']}: only emptyDir is supported by the fake")
-            size = (volume["emptyDir"] or {}).get("sizeLimit")
-            # An emptyDir is an empty 0777 directory, whatever the image has at that path: an
-            # anonymous tmpfs volume with nocopy (a plain tmpfs mount would take the image
-            # directory's owner and mode).
-            options = "nosuid,nodev,mode=0777" + (f",size={quantity_bytes(size)}" if size else "")
-            mounts.append(Mount(mount["mountPath"], None, type="volume", no_copy=True,
-                                read_only=bool(mount.get("readOnly")),
-                                driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
-                                                                     "o": options})))
+        mounts = [_mount(mount, volumes.get(mount["name"]) or {}, folders)
+                  for mount in container.get("volumeMounts") or []]
         limits = (container.get("resources") or {}).get("limits") or {}
         memory = quantity_bytes(limits["memory"]) if "memory" in limits else None
         runtime = None
@@ -111,7 +143,7 @@ class DockerPods:
         created = api.create_container(
             container["image"],
             command=[*(container.get("command") or []), *(container.get("args") or [])] or None,
-            name=f"fake-k8s-{self.server_id}-{meta['namespace']}-{meta['name']}"[:120],
+            name=f"fake-k8s-{self.server_id}-{meta['namespace']}-{meta['name']}-{container['name']}"[:120],
             user=f"{uid}:{gid or uid}" if uid is not None else None,
             working_dir=container.get("workingDir"),
             stdin_open=bool(container.get("stdin")),

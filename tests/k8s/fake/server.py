@@ -21,6 +21,7 @@ import contextlib
 import copy
 import json
 import secrets
+import shutil
 import socket
 import struct
 import tempfile
@@ -45,6 +46,11 @@ V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
 NP_GROUP = "networking.k8s.io"
 #: How the fake cuts the stream it forwards: arbitrarily, like io.Copy, so clients re-assemble.
 CHUNK = 16384
+
+
+def _container_status(container: Obj, state: Obj) -> Obj:
+    return {"name": container["name"], "ready": False, "restartCount": 0, "image": container["image"],
+            "imageID": "", "started": False, "state": state}
 
 
 class FakeKubernetes:
@@ -79,7 +85,8 @@ class FakeKubernetes:
         self.requests: list[tuple[str, str]] = []
         self.attaches: list[str] = []
         self.port = 0
-        self._containers: dict[tuple[str, str], str] = {}  # (namespace, pod) -> container id
+        self._containers: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its running container's id
+        self._running: dict[tuple[str, str], str] = {}  # (namespace, pod) -> that container's name
         self._networks: dict[tuple[str, str], list[str]] = {}  # pod -> its policy networks
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -302,13 +309,22 @@ class FakeKubernetes:
         name = meta["name"]
         if self.store.get("pods", ns, name) is not None:
             return status(409, "AlreadyExists", f'pods "{name}" already exists')
-        containers = (body.get("spec") or {}).get("containers") or []
+        spec = body.get("spec") or {}
+        containers = spec.get("containers") or []
         if len(containers) != 1:
-            return status(422, "Invalid", "the fake runs pods of exactly one container")
+            return status(422, "Invalid", "the fake runs pods of exactly one container (and any init containers)")
+        inits = spec.get("initContainers") or []
+        names = [c.get("name") for c in [*inits, *containers]]
+        if len(set(names)) != len(names):
+            return status(422, "Invalid", "Pod is invalid: spec.initContainers: Duplicate value")
+        waiting = {"waiting": {"reason": "PodInitializing" if inits else "ContainerCreating"}}
         body["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
-                          "containerStatuses": [{"name": containers[0]["name"], "ready": False, "restartCount": 0,
-                                                 "image": containers[0]["image"], "imageID": "", "started": False,
-                                                 "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+                          "containerStatuses": [_container_status(containers[0], waiting)]}
+        if inits:
+            body["status"]["conditions"].append({"type": "Initialized", "status": "False",
+                                                 "reason": "ContainersNotInitialized"})
+            body["status"]["initContainerStatuses"] = [
+                _container_status(c, {"waiting": {"reason": "PodInitializing"}}) for c in inits]
         meta["namespace"] = ns
         obj = self.store.add("pods", ns, body)
         asyncio.get_running_loop().create_task(self._run_pod(ns, name, copy.deepcopy(body)))
@@ -326,8 +342,10 @@ class FakeKubernetes:
                 await asyncio.to_thread(self.pods.connect, cid, network)
                 self._networks.setdefault((ns, name), []).append(network)
 
-    def _set_state(self, ns: str, name: str, phase: str, state: Obj, *, reason: str | None = None,
-                   ip: str | None = None) -> None:
+    def _set_state(self, ns: str, name: str, phase: str, state: Obj | None, *, container: str | None = None,
+                   reason: str | None = None, ip: str | None = None, initialized: bool = False) -> None:
+        """The pod's phase, and ``container``'s state (its ``containerStatuses`` or
+        ``initContainerStatuses`` entry; every container's when None)."""
         def change(pod: Obj) -> None:
             st = pod["status"]
             st["phase"] = phase
@@ -336,45 +354,106 @@ class FakeKubernetes:
             if ip is not None:
                 st["podIP"] = ip
                 st["podIPs"] = [{"ip": ip}] if ip else []
-            for cs in st.get("containerStatuses") or []:
-                cs["state"] = state
-                cs["ready"] = cs["started"] = "running" in state
+            if initialized:
+                for cond in st.get("conditions") or []:
+                    if cond["type"] == "Initialized":
+                        cond.update(status="True")
+                        cond.pop("reason", None)
+            if state is None:
+                return
+            for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
+                if container is None or cs["name"] == container:
+                    cs["state"] = state
+                    cs["ready"] = cs["started"] = "running" in state
 
         self.store.update("pods", ns, name, change)
 
     async def _run_pod(self, ns: str, name: str, pod: Obj) -> None:
+        """As a kubelet: each init container in turn, to its end (the pod fails with the first
+        that fails), then the container; ``activeDeadlineSeconds`` over all of it."""
         networks, bridge = self._placement(ns, pod["metadata"].get("labels") or {})
+        self._networks[(ns, name)] = networks
+        spec = pod.get("spec") or {}
+        deadline = spec.get("activeDeadlineSeconds")
+        until = asyncio.get_running_loop().time() + float(deadline) if deadline else None
         try:
-            cid = await asyncio.to_thread(self.pods.create, pod, networks, bridge)
+            folders = await asyncio.to_thread(self._volume_folders, ns, name, spec)
+            for init in spec.get("initContainers") or []:
+                if await self._run_container(ns, name, pod, init, networks, bridge, folders, until, init=True) != 0:
+                    return
+            await self._run_container(ns, name, pod, spec["containers"][0], networks, bridge, folders, until,
+                                      init=False)
+        finally:
+            if self.store.get("pods", ns, name) is None:  # deleted meanwhile: what it had is gone with it
+                await asyncio.to_thread(self._remove_folders, ns, name)
+
+    async def _run_container(self, ns: str, name: str, pod: Obj, container: Obj, networks: list[str], bridge: bool,
+                             folders: dict[str, Path], until: float | None, *,
+                             init: bool) -> int | None:
+        """Start one container of the pod and follow it to its end: its exit code (the pod's phase
+        follows), or None when the pod is gone, cannot go on, or reached its deadline (its state
+        said)."""
+        cname = container["name"]
+        phase = "Pending" if init else "Running"
+        try:
+            cid = await asyncio.to_thread(self.pods.create, pod, container, networks, bridge, folders)
         except Exception as exc:  # the image, the runtime, a field the fake cannot do: as a kubelet says it
-            self._set_state(ns, name, "Pending", {"waiting": {"reason": "CreateContainerError", "message": str(exc)}})
-            return
+            self._set_state(ns, name, "Pending", {"waiting": {"reason": "CreateContainerError", "message": str(exc)}},
+                            container=cname)
+            return None
         if self.store.get("pods", ns, name) is None:  # deleted while being created
             await asyncio.to_thread(self.pods.remove, cid)
-            return
+            return None
         self._containers[(ns, name)] = cid
-        self._networks[(ns, name)] = networks
+        self._running[(ns, name)] = cname
         try:
             await asyncio.to_thread(self.pods.start, cid)
         except Exception as exc:
             self._set_state(ns, name, "Failed", {"terminated": {"exitCode": 128, "reason": "StartError",
-                                                                "message": str(exc)}})
-            return
+                                                                "message": str(exc)}}, container=cname)
+            return None
         ip = await asyncio.to_thread(self.pods.ip, cid, networks)
-        self._set_state(ns, name, "Running", {"running": {"startedAt": now()}}, ip=ip)
-        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        self._set_state(ns, name, phase, {"running": {"startedAt": now()}}, container=cname, ip=ip)
         waiter = asyncio.get_running_loop().run_in_executor(self._waits, self.pods.wait, cid)
-        done, _ = await asyncio.wait({waiter}, timeout=float(deadline) if deadline else None)
+        left = None if until is None else max(0.0, until - asyncio.get_running_loop().time())
+        done, _ = await asyncio.wait({waiter}, timeout=left)
         if not done:
             await asyncio.to_thread(self.pods.kill, cid)
             await waiter
             self._set_state(ns, name, "Failed", {"terminated": {"exitCode": 137, "reason": "Error"}},
-                            reason="DeadlineExceeded")
-            return
+                            container=cname, reason="DeadlineExceeded")
+            return None
         code, oom = waiter.result()
-        self._set_state(ns, name, "Succeeded" if code == 0 else "Failed",
-                        {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
-                                        "Completed" if code == 0 else "Error", "finishedAt": now()}})
+        if self.store.get("pods", ns, name) is None:
+            return None
+        self._running.pop((ns, name), None)
+        if init:  # a kubelet keeps it for its logs; the fake serves none
+            self._containers.pop((ns, name), None)
+            await asyncio.to_thread(self.pods.remove, cid)
+        phase = "Failed" if code != 0 else "Pending" if init else "Succeeded"
+        self._set_state(ns, name, phase, {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
+                                                        "Completed" if code == 0 else "Error", "finishedAt": now()}},
+                        container=cname, initialized=init and code == 0)
+        return code
+
+    # --- volumes: a folder of this host per emptyDir on disk ----------------------------------
+
+    def _pod_folder(self, ns: str, name: str) -> Path:
+        return Path(self._tmp.name) / "volumes" / ns / name
+
+    def _volume_folders(self, ns: str, name: str, spec: Obj) -> dict[str, Path]:
+        """An empty 0777 folder per emptyDir on disk, as a kubelet makes them (blocking)."""
+        folders = {}
+        for volume in spec.get("volumes") or []:
+            if "emptyDir" in volume and (volume["emptyDir"] or {}).get("medium") != "Memory":
+                folder = self._pod_folder(ns, name) / volume["name"]
+                folder.mkdir(parents=True)
+                folder.chmod(0o777)
+                folders[volume["name"]] = folder
+        return folders
+
+    def _remove_folders(self, ns: str, name: str) -> None:
+        shutil.rmtree(self._pod_folder(ns, name), ignore_errors=True)  # never follows a link
 
     async def delete_pod(self, ns: str, name: str) -> None:
         await self._delete_pod(ns, name)
@@ -384,10 +463,12 @@ class FakeKubernetes:
         if obj is None:
             return status(404, "NotFound", f'pods "{name}" not found')
         cid = self._containers.pop((ns, name), None)
+        self._running.pop((ns, name), None)
         self._networks.pop((ns, name), None)
+        obj = self.store.remove("pods", ns, name) or obj
         if cid is not None:
             await asyncio.to_thread(self.pods.remove, cid)
-        obj = self.store.remove("pods", ns, name) or obj
+        await asyncio.to_thread(self._remove_folders, ns, name)
         return web.json_response(obj)
 
     def container(self, name: str, ns: str | None = None) -> str | None:
@@ -406,17 +487,21 @@ class FakeKubernetes:
         pod = self.store.get("pods", ns, name)
         if pod is None:
             return status(404, "NotFound", f'pods "{name}" not found')
-        container = request.query.get("container") or pod["spec"]["containers"][0]["name"]
-        if container != pod["spec"]["containers"][0]["name"]:
+        main = pod["spec"]["containers"][0]["name"]
+        container = request.query.get("container") or main
+        if container != main and container not in {c["name"] for c in pod["spec"].get("initContainers") or []}:
             return status(400, "BadRequest", f"container {container} is not valid for pod {name}")
         phase = pod["status"].get("phase")
         cid = self._containers.get((ns, name))
         if phase in ("Succeeded", "Failed"):
             return status(400, "BadRequest", f"cannot attach to a container in a completed pod; current phase is "
                                              f"{phase}")
-        if phase != "Running" or cid is None:
+        if self._running.get((ns, name)) != container or cid is None:
+            if container != main:  # an init container that has not started, or has ended
+                return status(400, "BadRequest", f'container "{container}" in pod "{name}" is not running')
+            waiting = "PodInitializing" if pod["spec"].get("initContainers") else "ContainerCreating"
             return status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: '
-                                             "ContainerCreating")
+                                             f"{waiting}")
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return status(400, "BadRequest", "attach needs a websocket (or SPDY, which the fake does not speak)")
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
