@@ -568,9 +568,7 @@ class DockerSession(ReplaceableSession):
     async def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
-        async with self._start_lock:
-            await asyncio.to_thread(self._teardown)
+        await super().close()
         if self.egress is not None:
             await self.egress.close()
         if self._owns_client:

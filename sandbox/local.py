@@ -5,6 +5,10 @@ file operations still refuse any path that leaves the root (the helper opens eac
 O_NOFOLLOW). It exists for `sandloop apply-patch --root DIR` and for machines without Docker;
 the loop uses the Docker back-end unless told otherwise. It runs exactly the helper archive the
 containers run (:func:`sandbox.bundle.installed`), not the package's source files.
+
+A helper that dies (killed, out of memory) is replaced by :class:`ReplaceableSession`, as a
+container or a pod is, and the model is told the same way; nothing is lost with it, since the
+workspace is the host directory itself.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,18 +26,20 @@ from sandloop.errors import SandboxUnavailable
 from sandloop.limits import Limits
 
 from .bundle import helper_programs
-from .helper.client import HelperClient, HelperSession
+from .helper.client import HelperClient, ReplaceableSession
+from .helper.wire import HelloResult
 
 __all__ = ["LocalSession"]
 
 
-class LocalSession(HelperSession):
+class LocalSession(ReplaceableSession):
+    sandbox_name = "local helper"
+
     def __init__(self, root: Path, limits: Limits) -> None:
         super().__init__(limits)
         self.root = root.resolve()
         self.workspace = str(self.root)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._helper: HelperClient | None = None
 
     @classmethod
     async def create(cls, root: Path, *, limits: Limits | None = None) -> LocalSession:
@@ -42,7 +49,7 @@ class LocalSession(HelperSession):
         await session._client()
         return session
 
-    def _start(self) -> HelperClient:
+    def _spawn(self) -> HelperClient:
         helper, subreaper = helper_programs(outside=[self.root])
         # No seccomp filter: this is the user's own machine, where commands run as the user
         # anyway (setting a setuid bit on one's own file needs no sandbox), and the filter would
@@ -51,13 +58,11 @@ class LocalSession(HelperSession):
                 os.environ.get("HOME", "/tmp"), "--no-seccomp"]
         if subreaper is not None:
             argv += ["--subreaper", str(subreaper)]
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    close_fds=True)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot start the local helper: {exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None
         stdin = proc.stdin
         stdout = proc.stdout
@@ -70,14 +75,31 @@ class LocalSession(HelperSession):
         self._proc = proc
         return HelperClient(stdout.read1, send, name=f"local helper (pid {proc.pid})")
 
-    async def _client(self) -> HelperClient:
-        if self._helper is None or not self._helper.alive:
-            await self._stop()
-            self._helper = await asyncio.to_thread(self._start)
-            await self._helper.hello()
-        return self._helper
+    async def _start(self) -> tuple[HelperClient, HelloResult]:
+        helper = await asyncio.to_thread(self._spawn)
+        try:
+            hello = await asyncio.wait_for(helper.hello(), 60)
+        except (SandboxUnavailable, TimeoutError) as exc:
+            await asyncio.to_thread(self._teardown)
+            raise SandboxUnavailable(f"the local helper did not start: {exc}") from exc
+        return helper, hello
 
-    async def _stop(self) -> None:
+    def dead_reason(self) -> str:
+        proc = self._proc
+        if proc is None:
+            return "never started"
+        try:
+            code = proc.wait(5)  # its stream ended: it is exiting, if not gone
+        except subprocess.TimeoutExpired:
+            return "its stream ended while it still runs"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+        return f"exit code {code}"
+
+    def _teardown(self) -> None:
+        """Its stdin closed: the helper takes every command with it and exits (killed after 5 s)."""
+        if self._helper is not None:
+            self._helper.mark_dead("session closed")
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -85,13 +107,9 @@ class LocalSession(HelperSession):
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         try:
-            await asyncio.to_thread(proc.wait, 5)
+            proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
-            await asyncio.to_thread(proc.wait)
+            proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-
-    async def close(self) -> None:
-        await self._stop()
-        self._helper = None

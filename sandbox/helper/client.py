@@ -10,8 +10,9 @@ can send becomes an exception of :mod:`sandloop.errors` (:data:`ERROR_CLASSES`).
 specifics stay in the back-ends: they hand over a ``recv(n)`` and a ``send(data)``, or a socket.
 
 :class:`HelperSession` is a :class:`~sandbox.base.Session` whose every operation goes to a
-helper; :class:`~sandbox.docker.DockerSession` and :class:`~sandbox.local.LocalSession` only
-say how to start one.
+helper; :class:`ReplaceableSession` one over a sandbox that can die and be replaced, which
+:class:`~sandbox.docker.DockerSession`, :class:`~sandbox.kubernetes.session.KubernetesSession` and
+:class:`~sandbox.local.LocalSession` only say how to start, explain and tear down.
 """
 
 from __future__ import annotations
@@ -486,7 +487,8 @@ class HelperSession(Session):
 
 
 class ReplaceableSession(HelperSession):
-    """A HelperSession over one sandbox that can die and be replaced (a container, a pod).
+    """A HelperSession over one sandbox that can die and be replaced (a container, a pod, a local
+    helper process).
 
     :meth:`_client` is the one place a session notices its sandbox died: it asks why, tears the
     dead one down, starts a fresh one (:meth:`_start`), and records a note that the model reads
@@ -522,6 +524,14 @@ class ReplaceableSession(HelperSession):
     @abc.abstractmethod
     def _teardown(self) -> None:
         """Close the stream and remove the sandbox (blocking; best effort)."""
+
+    async def close(self) -> None:
+        """Tear the sandbox down for good (idempotent); a subclass closes what else it holds after."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._start_lock:
+            await asyncio.to_thread(self._teardown)
 
     async def _client(self) -> HelperClient:
         if self._helper is not None and self._helper.alive:
