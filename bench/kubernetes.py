@@ -12,6 +12,10 @@ websocket through an API server, and the pod's helper).
    copy-back with nothing changed (the pod lists and hashes, the host compares), and one with
    200 files changed and 100 created, against the engine reading the whole workspace back
    (``get_archive``). Targets: copy-in ≤ 3× put_archive; copy-back ≤ 3× get_archive.
+3. Session start → first answer (``echo hi``), the same 1 000-file checkout without and with a
+   ``.git``: with one, the pod has a ``copy-in`` init container that writes the checkout and the
+   read-only ``.git`` before the helper's container starts (two container starts and two attach
+   streams instead of one), alternating which goes first. Target: ≤ 1.5× the start without.
 
 On a real cluster add the API server's and the kubelet's round trips (the attach is proxied
 through both); ``make test-k8s`` runs the tests there, not this bench.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -123,6 +128,35 @@ async def workspace(options: KubernetesOptions, config: DockerConfig, client: do
           median(backs) <= 3 * median(gets))
 
 
+async def start(options: KubernetesOptions, config: DockerConfig, n: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, protected = Path(tmp) / "plain", Path(tmp) / "protected"
+        checkout(plain, 10, 100)
+        checkout(protected, 10, 100)  # both with a .git: one goes
+        shutil.rmtree(plain / ".git")
+
+        async def first_answer(ws: Path) -> float:
+            begun = time.perf_counter()
+            session = await KubernetesSession.create(ws, config, options, reap_stale=False)
+            try:
+                await session.run("echo hi")
+                return time.perf_counter() - begun
+            finally:
+                await session.close(copy_back=False)
+
+        without, with_ = [], []
+        for i in range(n):
+            order = [(plain, without), (protected, with_)]
+            for ws, out in order if i % 2 == 0 else order[::-1]:
+                out.append(await first_answer(ws))
+    ratio = median(with_) / median(without)
+    print("3. session start → first answer, a 1 000-file checkout")
+    print(f"  without .git (one container): {spread(without, ' ms', 1000, 0)}")
+    print(f"  with .git (copy-in init container, .git read-only): {spread(with_, ' ms', 1000, 0)}")
+    judge("with / without", f"{ratio:.2f}× (+{(median(with_) - median(without)) * 1000:.0f} ms)", "≤ 1.5×",
+          ratio <= 1.5)
+
+
 async def main() -> None:
     client = docker.from_env()
     config = DockerConfig(memory="2g", cpus=1.0)
@@ -139,6 +173,7 @@ async def main() -> None:
                 await k8s.close(copy_back=False)
                 await direct.close()
         await workspace(options, config, client, rounds(3, 1), 10_000)
+        await start(options, config, rounds(10, 1))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ class FakeKubernetes:
         self.port = 0
         self._containers: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its running container's id
         self._running: dict[tuple[str, str], str] = {}  # (namespace, pod) -> that container's name
+        self._ended: dict[tuple[str, str], list[str]] = {}  # (namespace, pod) -> its ended init containers
         self._networks: dict[tuple[str, str], list[str]] = {}  # pod -> its policy networks
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -427,9 +428,9 @@ class FakeKubernetes:
         if self.store.get("pods", ns, name) is None:
             return None
         self._running.pop((ns, name), None)
-        if init:  # a kubelet keeps it for its logs; the fake serves none
+        if init:  # ended: as a kubelet, the fake keeps it (stopped) until the pod goes
             self._containers.pop((ns, name), None)
-            await asyncio.to_thread(self.pods.remove, cid)
+            self._ended.setdefault((ns, name), []).append(cid)
         phase = "Failed" if code != 0 else "Pending" if init else "Succeeded"
         self._set_state(ns, name, phase, {"terminated": {"exitCode": code, "reason": "OOMKilled" if oom else
                                                         "Completed" if code == 0 else "Error", "finishedAt": now()}},
@@ -463,11 +464,12 @@ class FakeKubernetes:
         if obj is None:
             return status(404, "NotFound", f'pods "{name}" not found')
         cid = self._containers.pop((ns, name), None)
+        ended = self._ended.pop((ns, name), [])
         self._running.pop((ns, name), None)
         self._networks.pop((ns, name), None)
         obj = self.store.remove("pods", ns, name) or obj
-        if cid is not None:
-            await asyncio.to_thread(self.pods.remove, cid)
+        for container in [*([cid] if cid is not None else []), *ended]:
+            await asyncio.to_thread(self.pods.remove, container)
         await asyncio.to_thread(self._remove_folders, ns, name)
         return web.json_response(obj)
 
