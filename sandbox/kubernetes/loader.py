@@ -9,7 +9,8 @@ execs ``python3 -I -u /proc/self/fd/N ARGS...`` with stdin still the attach stre
 is then PID 1, as on Docker, installs sandloop's seccomp filter on itself and makes itself
 non-dumpable at once, before it reads a request.
 
-Why this and not an init container or an image with the helper baked in:
+Why this and not an init container writing the helper into a volume, or an image with the
+helper baked in:
 
 * the code never lies on a file system of the pod: no command can change it (the memfd is
   sealed) or even open it (``/proc/1/fd`` of a non-dumpable process is closed to them);
@@ -17,7 +18,10 @@ Why this and not an init container or an image with the helper baked in:
   cannot substitute its own, and an auditor reads the pin in ``sandloop k8s manifest``;
 * any image with ``python3`` works, unchanged (nothing to rebuild per sandloop version), and a
   warm pool's pods wait in the loader until a session claims them;
-* one attach stream for the whole session (an init container would need a second).
+* one attach stream for the session's work (an init container would need one more, at every
+  start). A checkout with read-only paths does get one, ``copy-in`` — running this same loader
+  and helper — because its content must be in place before the helper's container starts
+  (:meth:`.manifest.Plan.pod`).
 
 The trade-off: the subreaper program (:mod:`sandbox.helper.subreaper`) cannot be exec'd from a
 memfd by the helper's children, so in a pod each command's shell becomes a subreaper through

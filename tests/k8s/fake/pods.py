@@ -1,5 +1,6 @@
-"""The fake's pods are real Docker containers: each pod field the back-end sets becomes the
-Docker setting with the same effect (blocking calls; the server runs them in threads).
+"""The fake's pods are real Docker containers, one per container of the pod (init containers
+included): each pod field the back-end sets becomes the Docker setting with the same effect
+(blocking calls; the server runs them in threads).
 
 ===============================  ===============================================================
 Pod                              Docker

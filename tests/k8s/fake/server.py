@@ -7,8 +7,10 @@ chunked watch streams of JSON lines from a resourceVersion, 410 for one too old)
 websocket with the real framing: ``v5.channel.k8s.io`` / ``v4.channel.k8s.io`` chosen in the
 client's order (403 when none fits), a channel byte on every binary message, the empty stdout
 message on connect, v5's ``[255, ch]`` half-close, the final Status on channel 3 and a close
-frame. Each pod is a real local Docker container (:mod:`.pods`), so the real ``kubernetes``
-client, the websocket, the helper, the workspace copy and the policy all run for real.
+frame. Each container of a pod is a real local Docker container (:mod:`.pods`) — its init
+containers first, each to its end, then its container, as a kubelet runs them; attach reaches
+whichever runs —, so the real ``kubernetes`` client, the websocket, the helper, the workspace
+copy and the policy all run for real.
 
 Not a cluster: one node, no scheduler, no kubelet probes, no admission (PodSecurity), and
 NetworkPolicies are approximated with Docker networks (see :mod:`.pods`).
