@@ -513,17 +513,15 @@ class DockerSession(ReplaceableSession):
             self._close_listener()
             raise
         try:
-            hello = await asyncio.wait_for(helper.hello(), 60)
-            seccomp.require_filter(hello, helper.name)
-            if hello.get("socket") and self._listener is not None:
-                # The helper connected before it answered: the one connection there can be.
-                conn = await asyncio.to_thread(self._listener.accept)
-                helper = await HelperClient.over_socket(conn, name=helper.name)
-                self._attach.link(helper)
-        except (SandboxUnavailable, TimeoutError) as exc:
-            tail = b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]
-            await asyncio.to_thread(self._teardown)
-            raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+            async with self._starting(
+                    lambda: b"".join(getattr(self, "_stderr_tail", [])).decode(errors="replace")[-800:]):
+                hello = await asyncio.wait_for(helper.hello(), 60)
+                seccomp.require_filter(hello, helper.name)
+                if hello.get("socket") and self._listener is not None:
+                    # The helper connected before it answered: the one connection there can be.
+                    conn = await asyncio.to_thread(self._listener.accept)
+                    helper = await HelperClient.over_socket(conn, name=helper.name)
+                    self._attach.link(helper)
         finally:
             self._close_listener()
         if not hello["non_dumpable"]:

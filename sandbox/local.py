@@ -77,12 +77,7 @@ class LocalSession(ReplaceableSession):
 
     async def _start(self) -> tuple[HelperClient, HelloResult]:
         helper = await asyncio.to_thread(self._spawn)
-        try:
-            hello = await asyncio.wait_for(helper.hello(), 60)
-        except (SandboxUnavailable, TimeoutError) as exc:
-            await asyncio.to_thread(self._teardown)
-            raise SandboxUnavailable(f"the local helper did not start: {exc}") from exc
-        return helper, hello
+        return helper, await self._greet(helper)
 
     def dead_reason(self) -> str:
         proc = self._proc

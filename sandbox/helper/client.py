@@ -20,12 +20,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import base64
+import contextlib
 import itertools
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from sandloop.errors import (
@@ -524,6 +525,22 @@ class ReplaceableSession(HelperSession):
     @abc.abstractmethod
     def _teardown(self) -> None:
         """Close the stream and remove the sandbox (blocking; best effort)."""
+
+    @contextlib.asynccontextmanager
+    async def _starting(self, last_words: Callable[[], str] = lambda: "") -> AsyncIterator[None]:
+        """While a started helper is first spoken to: if that fails, the sandbox is torn down and
+        the error is one line, with the helper's ``last_words()`` (its stderr's tail)."""
+        try:
+            yield
+        except (SandboxUnavailable, TimeoutError) as exc:
+            tail = last_words()
+            await asyncio.to_thread(self._teardown)
+            raise SandboxUnavailable(f"the sandbox helper did not start: {exc} {tail}".strip()) from exc
+
+    async def _greet(self, helper: HelperClient, last_words: Callable[[], str] = lambda: "") -> wire.HelloResult:
+        """A started helper's hello (within a minute), under ``_starting``."""
+        async with self._starting(last_words):
+            return await asyncio.wait_for(helper.hello(), 60)
 
     async def close(self) -> None:
         """Tear the sandbox down for good (idempotent); a subclass closes what else it holds after."""

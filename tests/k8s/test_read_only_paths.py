@@ -17,41 +17,25 @@ from sandbox.kubernetes.manifest import CHECKOUT, COPY_IN_CONTAINER, read_only_s
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
 from tests.k8s.fake import FakeKubernetes
-from tests.sandbox import read_only
-from tests.sandbox.read_only import Opener
+from tests.sandbox.read_only import NESTED_CONFIG, READ_ONLY, Opener, ReadOnlyPaths, own
 
 pytestmark = [pytest.mark.docker]
 
 
-@pytest.fixture
-def opener(options: KubernetesOptions) -> Opener:
-    @asynccontextmanager
-    async def open_session(ws: Path) -> AsyncIterator[Session]:
-        config = DockerConfig(memory="512m", read_only_paths=read_only.READ_ONLY)
-        async with await KubernetesSession.create(ws, config, options) as session:
-            yield session
+class TestReadOnlyPaths(ReadOnlyPaths):
+    @pytest.fixture
+    def opener(self, options: KubernetesOptions) -> Opener:
+        @asynccontextmanager
+        async def open_session(ws: Path) -> AsyncIterator[Session]:
+            config = DockerConfig(memory="512m", read_only_paths=READ_ONLY)
+            async with await KubernetesSession.create(ws, config, options) as session:
+                yield session
 
-    return open_session
+        return open_session
 
-
-async def test_writes_into_read_only_paths_are_refused(opener: Opener, user_workspace: Path) -> None:
-    await read_only.writes_are_refused(opener, user_workspace)
-
-
-async def test_patches_into_a_nested_repository_are_refused(opener: Opener, user_workspace: Path) -> None:
-    await read_only.patches_are_refused(opener, user_workspace)
-
-
-async def test_links_to_repositories_are_not_followed(opener: Opener, user_workspace: Path, tmp_path: Path) -> None:
-    await read_only.links_are_not_followed(opener, user_workspace, tmp_path / "outside")
-
-
-async def test_past_the_search_bound_a_nested_repository_is_writable_and_said(
-        opener: Opener, user_workspace: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
-    deep = await read_only.past_the_bound(opener, user_workspace, monkeypatch, caplog)
-    # Writable in the pod, as documented; never copied back all the same (no .git ever is).
-    assert deep.read_bytes() == read_only.NESTED_CONFIG
+    @pytest.fixture
+    def deep_on_host(self) -> bytes:
+        return NESTED_CONFIG  # writable in the pod, as documented; never copied back all the same (no .git is)
 
 
 async def test_the_pod_mounts_each_read_only_path_from_its_copy_in_container(
@@ -59,7 +43,7 @@ async def test_the_pod_mounts_each_read_only_path_from_its_copy_in_container(
     (user_workspace / ".git").mkdir()
     (user_workspace / "lib").mkdir()
     (user_workspace / "lib" / ".git").write_text("gitdir: ../.git/modules/lib\n")
-    read_only.own(user_workspace)
+    own(user_workspace)
     async with await KubernetesSession.create(user_workspace, DockerConfig(memory="512m"), options) as session:
         assert session.read_only == (".git", "lib/.git")
         spec = session.inspect()["spec"]
@@ -80,7 +64,7 @@ async def test_the_pod_mounts_each_read_only_path_from_its_copy_in_container(
 
 async def test_a_read_only_workspace_is_read_only_in_the_pod(user_workspace: Path, options: KubernetesOptions) -> None:
     (user_workspace / "a.txt").write_text("one\n")
-    read_only.own(user_workspace)
+    own(user_workspace)
     config = DockerConfig(memory="512m", read_only_workspace=True)
     async with await KubernetesSession.create(user_workspace, config, options) as session:
         r = await session.run("cat a.txt; echo two > a.txt")

@@ -1,8 +1,9 @@
-"""One shape of test for a checkout's read-only paths, run on every back-end that sees a checkout
-(``tests/sandbox/test_read_only_paths.py`` on Docker, ``tests/k8s/test_read_only_paths.py`` on
-Kubernetes): the real effect inside the sandbox (a write fails as the kernel refuses it: "Read-only
-file system") and on the host (what was planted is byte for byte what it was, after the session
-closed — a Kubernetes session copies back then)."""
+"""One shape of test for a checkout's read-only paths, run on every back-end that sees a checkout:
+:class:`ReadOnlyPaths`, whose subclasses (``tests/sandbox/test_read_only_paths.py`` on Docker,
+``tests/k8s/test_read_only_paths.py`` on Kubernetes) say how to open a session. It checks the real
+effect inside the sandbox (a write fails as the kernel refuses it: "Read-only file system") and on
+the host (what was planted is byte for byte what it was, after the session closed — a Kubernetes
+session copies back then)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,25 @@ async def past_the_bound(open_session: Opener, ws: Path, monkeypatch: pytest.Mon
     assert "name it in [files] read_only" in warnings[0]
     assert (ws / "a" / ".git" / "config").read_bytes() == NESTED_CONFIG
     return ws / "a" / "b" / "c" / "d" / ".git" / "config"
+
+
+class ReadOnlyPaths:
+    """The tests; a subclass (named ``Test…``) gives the fixtures ``opener`` and ``deep_on_host``
+    (what the host holds, after the session, of a nested ``.git`` written past the search's
+    bound)."""
+
+    async def test_writes_into_read_only_paths_are_refused(self, opener: Opener, user_workspace: Path) -> None:
+        await writes_are_refused(opener, user_workspace)
+
+    async def test_patches_into_a_nested_repository_are_refused(self, opener: Opener, user_workspace: Path) -> None:
+        await patches_are_refused(opener, user_workspace)
+
+    async def test_links_to_repositories_are_not_followed(self, opener: Opener, user_workspace: Path,
+                                                          tmp_path: Path) -> None:
+        await links_are_not_followed(opener, user_workspace, tmp_path / "outside")
+
+    async def test_past_the_search_bound_a_nested_repository_is_writable_and_said(
+            self, opener: Opener, user_workspace: Path, monkeypatch: pytest.MonkeyPatch,
+            caplog: pytest.LogCaptureFixture, deep_on_host: bytes) -> None:
+        deep = await past_the_bound(opener, user_workspace, monkeypatch, caplog)
+        assert deep.read_bytes() == deep_on_host
