@@ -166,6 +166,10 @@ class Plan:
         whose read-only paths are ``read_only`` — none when the whole workspace is read-only."""
         return () if self.config.read_only_workspace else tuple(read_only)
 
+    def copy_in(self, read_only: Sequence[str]) -> bool:
+        """Whether a pod of such a checkout has the ``copy-in`` init container (:meth:`pod`)."""
+        return self.config.read_only_workspace or bool(self.staged(read_only))
+
     def pod(self, start: int = 0, read_only: Sequence[str] = ()) -> dict[str, Any]:
         """The session pod. With ``read_only`` paths (``.git`` & co., found in the checkout), or a
         read-only workspace, what the helper's container sees read-only is a volume mounted
@@ -180,7 +184,7 @@ class Plan:
         cfg, opts = self.config, self.options
         resources = {"cpu": cpu_quantity(cfg.cpus), "memory": memory_quantity(cfg.memory)}
         staged = self.staged(read_only)
-        init = cfg.read_only_workspace or bool(staged)
+        init = self.copy_in(read_only)
         mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
         if init:
             mounts.append({"name": "workspace", "mountPath": WORKSPACE, "subPath": CHECKOUT,

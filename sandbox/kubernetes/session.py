@@ -205,7 +205,7 @@ class KubernetesSession(ReplaceableSession):
         self.read_only = tuple(p.relative_to(ws).as_posix() for p in found.paths)
         self.protected = tuple(dict.fromkeys([*self.config.read_only_paths, *self.read_only]))
         staged = self.plan.staged(self.read_only)
-        copy_in = self.config.read_only_workspace or bool(staged)
+        copy_in = self.plan.copy_in(self.read_only)
         # The tar is made while the pod starts: it needs nothing from it.
         packing = asyncio.ensure_future(asyncio.to_thread(sync.snapshot, ws, self.protected,
                                                           staged if copy_in else None))

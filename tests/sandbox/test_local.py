@@ -4,6 +4,7 @@ is told the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -20,8 +21,14 @@ async def test_a_killed_local_helper_is_replaced_and_said(tmp_path: Path) -> Non
     async with await LocalSession.create(tmp_path) as session:
         proc = session._proc
         assert proc is not None and session.hello is not None and session.hello["pid"] == proc.pid
+        helper = session._helper
+        assert helper is not None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        for _ in range(500):  # its reader sees the pipe end (a call sent before that gets the error)
+            if not helper.alive:
+                break
+            await asyncio.sleep(0.01)
         r = await session.run("cat a.txt")
         assert r.stdout.text == "kept\n"  # the workspace is the host's: nothing was lost
         assert session._proc is not None and session._proc.pid != proc.pid and session.restarts == 1
