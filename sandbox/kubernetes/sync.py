@@ -22,9 +22,8 @@ commands there meet a read-only file system, as on Docker.
 
 Never copied back: anything under a read-only path (read-only in the pod anyway) or under any
 other ``.git`` (one past the bound of the search for nested repositories, or one the sandbox
-made), new symlinks
-(the host would follow them), and anything whose host copy changed since the snapshot (a
-conflict: the whole copy-back is refused, nothing is written).
+made), new symlinks (the host would follow them), and anything whose host copy changed since the
+snapshot (a conflict: the whole copy-back is refused, nothing is written).
 """
 
 from __future__ import annotations
@@ -148,8 +147,10 @@ class Snapshot:
 
     def is_protected(self, path: str) -> bool:
         # Nothing under any .git comes home, read-only in the pod or not: one past the bound of
-        # the search for nested repositories, or one the sandbox made, is the sandbox's.
-        return ".git" in path.split("/") or any(glob_match(g, path, fold_case=True) for g in self.read_only_globs)
+        # the search for nested repositories, or one the sandbox made, is the sandbox's. Without
+        # case, as the globs: .GIT is .git on a case-insensitive disk.
+        return ".git" in path.casefold().split("/") or \
+            any(glob_match(g, path, fold_case=True) for g in self.read_only_globs)
 
     def refusal(self, path: str) -> str | None:
         """Why ``path`` may not be written on the host (the checks a patch's paths get), or None."""

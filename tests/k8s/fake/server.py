@@ -345,10 +345,10 @@ class FakeKubernetes:
                 await asyncio.to_thread(self.pods.connect, cid, network)
                 self._networks.setdefault((ns, name), []).append(network)
 
-    def _set_state(self, ns: str, name: str, phase: str, state: Obj | None, *, container: str | None = None,
+    def _set_state(self, ns: str, name: str, phase: str, state: Obj, *, container: str,
                    reason: str | None = None, ip: str | None = None, initialized: bool = False) -> None:
         """The pod's phase, and ``container``'s state (its ``containerStatuses`` or
-        ``initContainerStatuses`` entry; every container's when None)."""
+        ``initContainerStatuses`` entry)."""
         def change(pod: Obj) -> None:
             st = pod["status"]
             st["phase"] = phase
@@ -362,10 +362,8 @@ class FakeKubernetes:
                     if cond["type"] == "Initialized":
                         cond.update(status="True")
                         cond.pop("reason", None)
-            if state is None:
-                return
             for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
-                if container is None or cs["name"] == container:
+                if cs["name"] == container:
                     cs["state"] = state
                     cs["ready"] = cs["started"] = "running" in state
 
