@@ -19,9 +19,9 @@ helper baked in:
 * any image with ``python3`` works, unchanged (nothing to rebuild per sandloop version), and a
   warm pool's pods wait in the loader until a session claims them;
 * one attach stream for the session's work (an init container would need one more, at every
-  start). A checkout with read-only paths does get one, ``copy-in`` — running this same loader
-  and helper — because its content must be in place before the helper's container starts
-  (:meth:`.manifest.Plan.pod`).
+  start). A checkout with read-only paths does get an init container, ``copy-in``, whose
+  content must be in place before the helper's container starts (:meth:`.manifest.Plan.pod`);
+  it runs :mod:`.untar`, not the helper.
 
 The trade-off: the subreaper program (:mod:`sandbox.helper.subreaper`) cannot be exec'd from a
 memfd by the helper's children, so in a pod each command's shell becomes a subreaper through

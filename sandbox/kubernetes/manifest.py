@@ -43,7 +43,7 @@ from .. import images
 from ..bundle import HELPER_MODULES, PROXY_MODULES, zipapp
 from ..docker import DockerConfig
 from ..egress import PROXY_PORT
-from . import loader
+from . import loader, untar
 from .options import KubernetesOptions
 
 __all__ = ["CHECKOUT", "COPY_IN", "COPY_IN_CONTAINER", "HELPER_CONTAINER", "PROXY_CONTAINER", "ROLE_LABEL",
@@ -52,8 +52,8 @@ __all__ = ["CHECKOUT", "COPY_IN", "COPY_IN_CONTAINER", "HELPER_CONTAINER", "PROX
 
 WORKSPACE = "/workspace"
 HELPER_CONTAINER = "helper"
-#: The init container that writes the workspace volume before the helper's container starts,
-#: where it sees the whole volume (read-only parts included) at :data:`COPY_IN`.
+#: The init container that writes the workspace volume before the helper's container starts
+#: (:mod:`.untar`), where it sees the whole volume (read-only parts included) at :data:`COPY_IN`.
 COPY_IN_CONTAINER = "copy-in"
 COPY_IN = "/copy-in"
 #: Where the checkout lies in the workspace volume when it is written by the copy-in container
@@ -175,9 +175,9 @@ class Plan:
         read-only workspace, what the helper's container sees read-only is a volume mounted
         ``readOnly``: the pod cannot mount anything without privilege once it runs, and nothing
         it runs could then be kept from writing what its own uid owns. So the workspace volume is
-        written first, by an init container (``copy-in``: the same loader and helper, reached by
-        its own attach stream, which exits when the front-end has copied the checkout in), and
-        the helper's container mounts its parts: the checkout at /workspace (``subPath:
+        written first, by an init container (``copy-in``: :mod:`.untar`, which reads the checkout
+        from its own attach stream, unpacks it and exits), and the helper's container mounts its
+        parts: the checkout at /workspace (``subPath:
         checkout``), and each read-only path's content over it (``subPath: read-only/N``,
         ``readOnly: true``). Without either, the helper's container mounts the whole volume and
         the checkout is copied in through its own helper."""
@@ -193,10 +193,10 @@ class Plan:
                         "readOnly": True} for i, rel in enumerate(staged)]
         else:
             mounts.append({"name": "workspace", "mountPath": WORKSPACE})
-        container = self._helper_container(HELPER_CONTAINER, WORKSPACE, mounts, resources)
-        copy_in = self._helper_container(COPY_IN_CONTAINER, COPY_IN, [{"name": "tmp", "mountPath": "/tmp"},
-                                                                      {"name": "workspace", "mountPath": COPY_IN}],
-                                         resources)
+        args = ["--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s), "--contained"]
+        container = self._container(HELPER_CONTAINER, loader.command(self.helper, args), WORKSPACE, mounts, resources)
+        copy_in = self._container(COPY_IN_CONTAINER, untar.command(), COPY_IN,
+                                  [{"name": "workspace", "mountPath": COPY_IN}], resources)
         volumes = [
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": memory_quantity(cfg.tmpfs_size)}},
             {"name": "workspace", "emptyDir": {"sizeLimit": opts.workspace_size}},
@@ -210,19 +210,18 @@ class Plan:
                               container=container, volumes=volumes, init=[copy_in] if init else None),
         }
 
-    def _helper_container(self, name: str, workspace: str, mounts: list[dict[str, Any]],
-                          resources: dict[str, str]) -> dict[str, Any]:
-        """A container running the helper on ``workspace``: the session's, or the copy-in one
-        (the same limits: an init container's requests count only while no other container runs)."""
+    def _container(self, name: str, command: list[str], workdir: str, mounts: list[dict[str, Any]],
+                   resources: dict[str, str]) -> dict[str, Any]:
+        """A container of the session pod: the helper's, or the copy-in one (the same limits: an
+        init container's requests count only while no other container runs)."""
         opts = self.options
-        args = ["--workspace", workspace, "--idle", str(self.config.idle_expiry_s), "--contained"]
         return {
             "name": name,
             "image": self.image,
             "imagePullPolicy": opts.image_pull_policy,
-            "command": loader.command(self.helper, args),
-            "workingDir": workspace,
-            # stdinOnce: the helper's stdin is our attach stream, and ends with it.
+            "command": command,
+            "workingDir": workdir,
+            # stdinOnce: the program's stdin is our attach stream, and ends with it.
             "stdin": True,
             "stdinOnce": True,
             "tty": False,

@@ -7,11 +7,10 @@ code as the stream's first bytes (:mod:`.loader`); ``hello``; the host checkout 
 (:mod:`.sync`). Every operation then goes to the helper exactly as on Docker.
 
 A checkout with read-only paths (``.git`` & co., found by :mod:`sandbox.protected` at each start,
-as on Docker) is copied in before the helper's container starts instead: through the same
-loader and helper in the pod's ``copy-in`` init container, whose attach stream the session
-closes when the copy is done; the helper's container then mounts those paths read-only
-(:meth:`.manifest.Plan.pod`). Such a checkout never takes a warm-pool pod, which was started
-before anyone knew what to mount.
+as on Docker) is copied in before the helper's container starts instead: the tar goes over the
+attach stream of the pod's ``copy-in`` init container (:mod:`.untar`), which unpacks it and
+exits; the helper's container then mounts those paths read-only (:meth:`.manifest.Plan.pod`).
+Such a checkout never takes a warm-pool pod, which was started before anyone knew what to mount.
 
 A broken stream is a dead container: the call that was running is answered with the error, the
 next call deletes the pod and starts a fresh one, copying the host checkout in again — changes
@@ -29,7 +28,8 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from sandloop.errors import SandboxError, SandboxUnavailable, SandloopError
@@ -167,12 +167,11 @@ class KubernetesSession(ReplaceableSession):
             self.cluster.create_pod(body)
 
     def _attach(self, container: str, *, init: bool = False) -> AttachStream:
-        """``container`` of the pod, running and attached, the helper sent (blocking)."""
+        """``container`` of the pod, running and attached (blocking)."""
         assert self.pod is not None
         self.cluster.wait_pod(self.pod, pod_running(container, init=init), self.options.start_timeout_s)
         stream = attach(self.cluster, self.pod, container)
         self._stream = stream
-        stream.send(loader.frame(self.plan.helper))
         return stream
 
     @contextlib.asynccontextmanager
@@ -185,18 +184,18 @@ class KubernetesSession(ReplaceableSession):
             raise SandboxUnavailable(f"the sandbox helper did not start in pod {self.pod}: {exc} {tail}".strip()) \
                 from exc
 
-    async def _hello(self, stream: AttachStream, container: str) -> tuple[HelperClient, HelloResult]:
-        name = f"pod {self.pod}" if container == HELPER_CONTAINER else f"pod {self.pod} ({container})"
-        helper = HelperClient(stream.recv, stream.send, name=name)
+    async def _hello(self, stream: AttachStream) -> tuple[HelperClient, HelloResult]:
+        await asyncio.to_thread(stream.send, loader.frame(self.plan.helper))
+        helper = HelperClient(stream.recv, stream.send, name=f"pod {self.pod}")
         hello = await asyncio.wait_for(helper.hello(), 60)
-        if container == HELPER_CONTAINER:
-            require_filter(hello, helper.name)  # the pod's RuntimeDefault does not refuse setid bits
+        require_filter(hello, helper.name)  # the pod's RuntimeDefault does not refuse setid bits
         return helper, hello
 
-    async def _copy_in(self, helper: HelperClient, packing: asyncio.Future[tuple[sync.Snapshot, bytes]]) -> None:
+    async def _copy_in(self, packing: asyncio.Future[tuple[sync.Snapshot, bytes]],
+                       into: Callable[[bytes], Awaitable[None]]) -> None:
         started = time.perf_counter()
         self.snapshot, tar = await packing
-        await sync.copy_in(helper, tar)
+        await into(tar)
         self.copy_in_s = time.perf_counter() - started
 
     async def _start(self) -> tuple[HelperClient, HelloResult]:
@@ -214,16 +213,13 @@ class KubernetesSession(ReplaceableSession):
             if copy_in:
                 stream = await asyncio.to_thread(self._attach, COPY_IN_CONTAINER, init=True)
                 async with self._speaking(stream):
-                    writer, _ = await self._hello(stream, COPY_IN_CONTAINER)
-                    await self._copy_in(writer, packing)
-                # The end of its stream is the copy-in helper's: it exits, and the kubelet starts the next.
-                await asyncio.to_thread(stream.close)
-                writer.mark_dead("the copy-in is done")
+                    await self._copy_in(packing, partial(sync.unpack, stream.send, stream.recv))
+                await asyncio.to_thread(stream.close)  # it has exited, or does now: the kubelet starts the next
             stream = await asyncio.to_thread(self._attach, HELPER_CONTAINER)
             async with self._speaking(stream):
-                helper, hello = await self._hello(stream, HELPER_CONTAINER)
+                helper, hello = await self._hello(stream)
                 if not copy_in:
-                    await self._copy_in(helper, packing)
+                    await self._copy_in(packing, partial(sync.copy_in, helper))
         except BaseException:
             await asyncio.gather(packing, return_exceptions=True)
             await asyncio.to_thread(self._teardown)

@@ -16,9 +16,10 @@ A pod cannot mount the host's checkout, so the host sends it:
 
 Where the checkout has read-only paths (``.git`` and the policy's whole-path ``[files]
 read_only`` globs, the hooks directory ``core.hooksPath`` names, submodules' and nested
-repositories' ``.git``), the tar goes to the pod's ``copy-in`` init container instead, laid out
-for the read-only volume mounts of the helper's container (:meth:`~.manifest.Plan.pod`):
-commands there meet a read-only file system, as on Docker.
+repositories' ``.git``), the tar goes whole to the pod's ``copy-in`` init container instead
+(:func:`unpack`, :mod:`.untar`), laid out for the read-only volume mounts of the helper's
+container (:meth:`~.manifest.Plan.pod`): commands there meet a read-only file system, as on
+Docker.
 
 Never copied back: anything under a read-only path (read-only in the pod anyway) or under any
 other ``.git`` (one past the bound of the search for nested repositories, or one the sandbox
@@ -51,9 +52,10 @@ from ..helper.client import HelperClient
 from ..helper.files import Workspace
 from ..helper.wire import Change, OpError
 from ..patch.paths import validate
+from . import untar
 from .manifest import CHECKOUT, read_only_subpath
 
-__all__ = ["SYNC_DIR", "Entry", "Snapshot", "SyncResult", "copy_back", "copy_in", "snapshot"]
+__all__ = ["SYNC_DIR", "Entry", "Snapshot", "SyncResult", "copy_back", "copy_in", "snapshot", "unpack"]
 
 T = TypeVar("T")
 
@@ -270,6 +272,21 @@ async def copy_in(client: HelperClient, tar: bytes) -> None:
     for n, start in enumerate(range(0, max(len(tar), 1), PART_BYTES)):
         await client.commit([FileChange(f"{SYNC_DIR}/in.{n:06d}", tar[start:start + PART_BYTES], 0o600)])
     await _script(client, UNPACK, [SYNC_DIR], output=65536)
+
+
+async def unpack(send: Callable[[bytes], None], recv: Callable[[int], bytes], tar: bytes) -> None:
+    """Send ``tar`` to the copy-in container's program (:mod:`.untar`) over its attach stream
+    (``send``, ``recv``: its stdin and stdout) and wait for its word that all of it is in place."""
+    await asyncio.to_thread(send, untar.frame(tar))
+    said = b""
+    while untar.DONE not in said:
+        try:
+            chunk = await asyncio.wait_for(asyncio.to_thread(recv, 4096), SCRIPT_TIMEOUT_S)
+        except TimeoutError:
+            raise SandboxUnavailable(f"the copy-in container did not finish within {SCRIPT_TIMEOUT_S:.0f}s") from None
+        if not chunk:
+            raise SandboxError("the copy-in container ended before the checkout was in")
+        said = (said + chunk)[-4096:]
 
 
 def _listing(text: str) -> dict[str, Entry]:

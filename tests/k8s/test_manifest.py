@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from executor.cli import main
-from sandbox.kubernetes import loader
+from sandbox.kubernetes import loader, untar
 from sandbox.kubernetes.manifest import memory_quantity
 from sandloop.errors import ConfigError
 
@@ -88,10 +88,9 @@ def test_read_only_paths_are_read_only_volumes_written_by_an_init_container(
     assert init["name"] == "copy-in" and init["image"] == container["image"]
     for key in ("securityContext", "resources", "stdin", "stdinOnce", "tty"):
         assert init[key] == container[key], key  # hardened as the helper's container is
-    assert init["command"][:5] == container["command"][:5]  # the same loader, the same pinned helper
-    assert init["command"][5:7] == ["--workspace", "/copy-in"]
-    assert init["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
-                                    {"name": "workspace", "mountPath": "/copy-in"}]
+    assert init["command"] == ["python3", "-I", "-c", untar.UNTAR]  # all it runs, for the auditor to read
+    assert init["workingDir"] == "/copy-in"
+    assert init["volumeMounts"] == [{"name": "workspace", "mountPath": "/copy-in"}]  # the whole volume, writable
     assert container["volumeMounts"] == [
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "workspace", "mountPath": "/workspace", "subPath": "checkout"},

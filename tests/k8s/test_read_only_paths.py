@@ -70,3 +70,18 @@ async def test_a_read_only_workspace_is_read_only_in_the_pod(user_workspace: Pat
         r = await session.run("cat a.txt; echo two > a.txt")
         assert r.stdout.text == "one\n" and "Read-only file system" in r.stderr.text
     assert (user_workspace / "a.txt").read_text() == "one\n"
+
+
+async def test_no_git_folder_is_ever_copied_back(user_workspace: Path, options: KubernetesOptions) -> None:
+    # A .git the sandbox makes is the sandbox's; on a case-insensitive disk .GIT would be .git.
+    own(user_workspace)
+    async with await KubernetesSession.create(user_workspace, DockerConfig(memory="512m"), options) as session:
+        r = await session.run("mkdir -p made/.git/hooks vendor/.GIT/hooks src lib && "
+                              "echo evil > made/.git/hooks/pre-commit && echo evil > vendor/.GIT/hooks/pre-commit && "
+                              "echo 'gitdir: /tmp' > lib.git-file && echo 'gitdir: /tmp/x' > lib/.git && "
+                              "echo ok > src/ok.txt")
+        assert r.exit_code == 0, r.stderr.text
+        result = await session.copy_back()
+    assert result.written == ["lib.git-file", "src/ok.txt"]
+    assert not (user_workspace / "made").exists() and not (user_workspace / "vendor").exists()
+    assert not (user_workspace / "lib" / ".git").exists()
