@@ -11,9 +11,10 @@ Pod                              Docker
 ``capabilities.drop: [ALL]``     ``CapDrop ALL`` (and ``add``: ``CapAdd``)
 ``allowPrivilegeEscalation``     ``no-new-privileges`` when false
 ``privileged``                   refused (the fake runs nothing privileged)
-emptyDir                         a 0777 folder of the pod on this host (the server's), bind-mounted
-                                 into each container that mounts it — so a pod's containers share
-                                 it, init containers included, and it outlives each of them;
+emptyDir                         a 0777 folder of the pod on this host (the server's; on its
+                                 /dev/shm tmpfs where it has one), bind-mounted into each container
+                                 that mounts it — so a pod's containers share it, init containers
+                                 included, and it outlives each of them;
                                  ``subPath`` binds that folder's sub-path (made if missing, never
                                  through a link out of the volume), ``readOnly`` a read-only bind.
                                  ``sizeLimit`` is not enforced (a kubelet evicts the pod for it)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -97,6 +98,11 @@ class FakeKubernetes:
         self._ready = threading.Event()
         self._controller = Controller(self.store, self)
         self._tmp = tempfile.TemporaryDirectory(prefix="sandloop-fake-k8s-")
+        # The pods' emptyDirs: in memory where this host has a tmpfs for it, as the fake's
+        # emptyDirs were when they were tmpfs volumes (on a busy disk, a checkout's copy-in took
+        # several times longer than on a node's).
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self._volumes = tempfile.TemporaryDirectory(prefix="sandloop-fake-k8s-volumes-", dir=shm)
         # Each running pod has a thread blocked in its container's wait, for the pod's whole life:
         # in the loop's default executor (6 threads on 2 cores) six pods would leave no thread for
         # any other Docker call — no pod created, attached or deleted again.
@@ -129,6 +135,7 @@ class FakeKubernetes:
         self.pods.remove_everything()  # which ends every container's wait
         self._waits.shutdown(wait=False)
         self._tmp.cleanup()
+        self._volumes.cleanup()
 
     async def _shutdown(self) -> None:
         assert self._runner is not None
@@ -440,7 +447,7 @@ class FakeKubernetes:
     # --- volumes: a folder of this host per emptyDir on disk ----------------------------------
 
     def _pod_folder(self, ns: str, name: str) -> Path:
-        return Path(self._tmp.name) / "volumes" / ns / name
+        return Path(self._volumes.name) / ns / name
 
     def _volume_folders(self, ns: str, name: str, spec: Obj) -> dict[str, Path]:
         """An empty 0777 folder per emptyDir on disk, as a kubelet makes them (blocking)."""
