@@ -11,6 +11,7 @@ import docker
 import pytest
 
 from sandbox.docker import DockerConfig
+from sandbox.kubernetes.manifest import HELPER_CONTAINER
 from sandbox.kubernetes.options import KubernetesOptions
 from sandbox.kubernetes.session import KubernetesSession
 from tests.k8s.fake import FakeKubernetes
@@ -30,7 +31,7 @@ async def test_the_helpers_filter_holds_in_a_pod(user_workspace: Path, config: D
         assert session.hello["seccomp"]["filter"] == "installed" and session.hello["seccomp"]["mode"] == 2
         if fake is not None:  # the pod's container has the engine's default profile, no other
             container = docker_client.api.inspect_container(f"fake-k8s-{fake.server_id}-{session.plan.namespace}-"
-                                                            f"{session.pod}"[:120])
+                                                            f"{session.pod}-{HELPER_CONTAINER}"[:120])
             assert not [o for o in container["HostConfig"]["SecurityOpt"] or [] if o.startswith("seccomp")]
             assert session.hello["seccomp"]["filters"] == 2  # RuntimeDefault's and the helper's
         await check(session)
