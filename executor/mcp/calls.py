@@ -24,6 +24,7 @@ from executor.handlers.apply_patch import apply_ops, gate_allow, gate_outcomes
 from executor.handlers.computer import handle_computer_call
 from executor.handlers.shell import Step, apply_length, effective_timeout_ms, run_steps, shell_call_output
 from executor.items import COMPUTER
+from executor.mcp.limits import too_many_files
 from executor.navigation import handle_navigation
 from executor.toolbox import Toolbox
 from sandbox.browser import Browser
@@ -34,7 +35,7 @@ from sandloop.errors import SandloopError, describe
 from sandloop.files import PatchKind
 from sandloop.verdict import Verdict
 
-__all__ = ["CallAnswer", "apply_patch", "computer", "failure", "navigation", "shell"]
+__all__ = ["CallAnswer", "apply_patch", "computer", "failure", "navigation", "shell", "shell_result", "shell_text"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def _ready(toolbox: Toolbox) -> tuple[Any, Any]:
 # -- shell ---------------------------------------------------------------------------------
 
 
-def _shell_result(command: str, step: Step) -> dict[str, Any]:
+def shell_result(command: str, step: Step) -> dict[str, Any]:
+    """One command's entry in the shell tool's structured content."""
     return {
         "command": command, "exit_code": step.exit_code,
         "timed_out": step.exit_code is None, "skipped": step.skipped,
@@ -78,7 +80,8 @@ def _shell_result(command: str, step: Step) -> dict[str, Any]:
     }
 
 
-def _shell_text(results: Sequence[dict[str, Any]]) -> str:
+def shell_text(results: Sequence[dict[str, Any]], timeout_ms: int) -> str:
+    """The same entries as text for the model: each command, its output, how it ended."""
     parts: list[str] = []
     for r in results:
         lines = [f"$ {r['command']}"]
@@ -91,7 +94,7 @@ def _shell_text(results: Sequence[dict[str, Any]]) -> str:
         elif r["skipped"]:
             ended = "skipped"
         elif r["timed_out"]:
-            ended = "timed out"
+            ended = f"timed out after {timeout_ms} ms (its processes killed; the output above is what it wrote)"
         else:
             ended = f"exit {r['exit_code']}"
         cut = r["truncated"]
@@ -111,11 +114,11 @@ async def shell(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> CallAns
     timeout_ms = effective_timeout_ms(args.get("timeout_ms"), toolbox.limits)
     steps = await run_steps(commands, session, gate, call_id=call_id, timeout_ms=timeout_ms,
                             limits=toolbox.limits, memory=toolbox.memory)
-    results = [_shell_result(c, apply_length(s, limit)) for c, s in zip(commands, steps, strict=True)]
+    results = [shell_result(c, apply_length(s, limit)) for c, s in zip(commands, steps, strict=True)]
     item = {"type": "shell_call", "id": f"sh_{call_id}", "call_id": call_id, "status": "completed",
             "action": {"commands": commands, "timeout_ms": timeout_ms, "max_output_length": limit}}
     failed = any(r["refused"] is not None for r in results)
-    return CallAnswer(_shell_text(results), {"results": results, "timeout_ms": timeout_ms}, failed, item,
+    return CallAnswer(shell_text(results, timeout_ms), {"results": results, "timeout_ms": timeout_ms}, failed, item,
                       dict(shell_call_output(call_id, steps, max_output_length=limit)))
 
 
@@ -136,7 +139,11 @@ def _patch_operations(args: dict[str, Any]) -> list[v4a.FileOp]:
     if operation is not None or path is not None:
         raise SandloopError(f"'operation' and 'path' go with a V4A diff, not an {fmt} patch: a "
                             "multi-file patch names its own files\nNo file was changed.")
-    return formats.parse(args["patch"], fmt)
+    operations = formats.parse(args["patch"], fmt)
+    problem = too_many_files(len(operations))
+    if problem is not None:
+        raise SandloopError(problem)
+    return operations
 
 
 def _patch_item(call_id: str, args: dict[str, Any]) -> dict[str, Any]:

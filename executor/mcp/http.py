@@ -23,7 +23,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from executor.mcp.server import Sessions, build_server, tell
@@ -95,9 +95,16 @@ async def _reply(send: Send, status: int, body: dict[str, Any], headers: list[tu
     await send({"type": "http.response.body", "body": data})
 
 
-def guard(app: App, token: str) -> App:
+def _declared_size(scope: Scope) -> int | None:
+    value = (_header(scope, b"content-length") or b"").decode("latin-1")
+    return int(value) if value.isdigit() else None
+
+
+def guard(app: App, token: str, *, message_limit: int) -> App:
     """``app`` behind the bearer token, answering the 2026-07-28 protocol as a server of the
-    handshake era (see :mod:`executor.mcp.server`)."""
+    handshake era (see :mod:`executor.mcp.server`), and refusing a body larger than
+    ``message_limit`` with a JSON-RPC error the client shows (the SDK's own check, which still
+    stands behind this one for a body of undeclared length, answers in plain text)."""
     expected = f"Bearer {token}".encode()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
@@ -112,6 +119,17 @@ def guard(app: App, token: str) -> App:
         if not hmac.compare_digest(given, expected):
             await _reply(send, 401, {"error": "unauthorized: this server needs its bearer token"},
                          [(b"www-authenticate", b'Bearer realm="sandloop"')])
+            return
+        size = _declared_size(scope)
+        if size is not None and size > message_limit:
+            # Read to its end and dropped (constant memory): a client still sending its body
+            # would not read the answer.
+            while (await receive()).get("more_body"):
+                pass
+            await _reply(send, 413, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": INVALID_REQUEST,
+                "message": f"message too large: {size} bytes; this server reads at most {message_limit} bytes in "
+                           "one JSON-RPC message (sandloop mcp's limit; it was not read)"}}, [])
             return
         version = (_header(scope, b"mcp-protocol-version") or b"").decode("latin-1")
         if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -151,10 +169,11 @@ async def serve_http(options: ServeOptions, bind: Bind, *, idle_timeout_s: float
     host = f"[{bind.host}]" if ":" in bind.host else bind.host
     url = f"http://{host}:{port}{PATH}"
     sessions = Sessions(replace(options, endpoint=url))
-    server = build_server(sessions)
+    server, message_limit = build_server(sessions)
     app = server.streamable_http_app(streamable_http_path=PATH, host=bind.host, session_idle_timeout=idle_timeout_s,
-                                     transport_security=_security(bind))
-    config = uvicorn.Config(guard(app, token), lifespan="on", log_level="warning", timeout_graceful_shutdown=10)
+                                     transport_security=_security(bind), max_request_body_size=message_limit)
+    config = uvicorn.Config(guard(app, token, message_limit=message_limit), lifespan="on", log_level="warning",
+                            timeout_graceful_shutdown=10)
     tell(f"serving MCP on {url}")
     if TOKEN_ENV not in os.environ:
         # Printed once, here, and nowhere else: clients send it as "Authorization: Bearer …".

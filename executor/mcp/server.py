@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 import mcp_types as types
@@ -29,19 +29,22 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_loop
-from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from executor.approvals import ApprovalAnswer, ApprovalRequest
+from executor.mcp import limits
 from executor.mcp.approvals import APPROVED, Ask, question
 from executor.mcp.calls import CallAnswer
 from executor.mcp.session import McpSession, ServeOptions
-from executor.mcp.tools import ToolSpec, offered
+from executor.mcp.stdio import stdio
+from executor.mcp.tools import APPLY_PATCH, COMPUTER, SHELL, ToolSpec, offered
 from policies.engine import load_policy
 from sandbox.images import package_version
 from sandloop.errors import describe
 from sandloop.text import visible
 
-__all__ = ["INSTRUCTIONS", "Sessions", "build_server", "serve_stdio", "tell"]
+__all__ = ["INSTRUCTIONS", "Built", "Checked", "Sessions", "build_server", "serve_built_stdio", "serve_stdio", "tell",
+           "tool_result"]
 
 INSTRUCTIONS = (
     "sandloop: a sandboxed checkout of a repository (/workspace in a hardened container). Use "
@@ -147,29 +150,59 @@ def _tool(spec: ToolSpec) -> types.Tool:
                       annotations=types.ToolAnnotations(title=spec.title, **spec.annotations))
 
 
-def _result(answer: CallAnswer) -> types.CallToolResult:
+def tool_result(answer: CallAnswer) -> types.CallToolResult:
     content: list[types.ContentBlock] = [types.TextContent(text=answer.text)]
     if answer.png is not None:
         content.append(types.ImageContent(data=base64.b64encode(answer.png).decode("ascii"), mime_type="image/png"))
     return types.CallToolResult(content=content, structured_content=answer.structured, is_error=answer.is_error)
 
 
-def _invalid(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(spec.input_schema).iter_errors(arguments))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-    return f"invalid arguments for {spec.name}: {where}: {error.message}"
+class Checked:
+    """One tool's arguments checked as the tool promises: its input schema (compiled once), then
+    the bounds of :mod:`executor.mcp.limits` no schema can say."""
+
+    def __init__(self, spec: ToolSpec, max_patch_bytes: int) -> None:
+        self.spec = spec
+        self._validator = jsonschema.Draft202012Validator(spec.input_schema)
+        self._max_patch_bytes = max_patch_bytes
+
+    def problem(self, arguments: dict[str, Any]) -> str | None:
+        name = self.spec.name
+        error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+            return f"invalid arguments for {name}: {where}: {_short(error.message)}"
+        if name == SHELL.name:
+            problem = limits.shell_problem(arguments["commands"])
+        elif name == APPLY_PATCH.name:
+            problem = limits.patch_problem(arguments["patch"], self._max_patch_bytes)
+        elif name == COMPUTER:
+            problem = limits.computer_problem(arguments["actions"])
+        else:
+            problem = None
+        return None if problem is None else f"{name}: {problem}"
 
 
-def build_server(sessions: Sessions) -> Server[Any]:
+def _short(message: str, limit: int = 300) -> str:
+    """jsonschema quotes the offending value whole: a 16 KiB command comes back cut."""
+    return message if len(message) <= limit else f"{message[:limit]}… ({len(message)} characters)"
+
+
+class Built(NamedTuple):
+    server: Server[Any]
+    #: the bytes one JSON-RPC message may have (:func:`executor.mcp.limits.message_limit`)
+    message_limit: int
+
+
+def build_server(sessions: Sessions) -> Built:
     """The server for ``sessions``' options. The policy is loaded here, so a policy that does not
     load is a one-line error before any client connects (each session loads it again when it
     opens)."""
     options = sessions.options
     policy = load_policy(options.policy).policy
-    specs = {spec.name: spec for spec in offered(options.browser, policy)}
-    tools = [_tool(spec) for spec in specs.values()]
+    max_patch_bytes = policy.files.max_patch_bytes
+    checked = {spec.name: Checked(spec, max_patch_bytes) for spec in offered(options.browser, policy)}
+    tools = [_tool(c.spec) for c in checked.values()]
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -177,31 +210,36 @@ def build_server(sessions: Sessions) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        spec = specs.get(params.name)
-        if spec is None:
-            return types.CallToolResult(content=[types.TextContent(
-                text=f"unknown tool {params.name!r}: this server offers {', '.join(specs)}")], is_error=True)
+        check = checked.get(params.name)
+        if check is None:  # a protocol error, as the MCP spec's tools/call says (arguments are not)
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {_short(params.name, 100)!r}; this server "
+                                                 f"offers {', '.join(checked)}")
         arguments = dict(params.arguments or {})
-        problem = _invalid(spec, arguments)
-        if problem is not None:
+        problem = check.problem(arguments)
+        if problem is not None:  # the model can correct these: a tool result, flagged as an error
             return types.CallToolResult(content=[types.TextContent(text=problem)], is_error=True)
         session = sessions.of(ctx)
-        return _result(await session.call(spec.name, arguments, _asker(ctx)))
+        return tool_result(await session.call(check.spec.name, arguments, _asker(ctx)))
 
-    return Server("sandloop", version=package_version(), title="sandloop",
-                  description="A sandboxed checkout with a policy in front: shell, apply_patch, computer",
-                  instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server("sandloop", version=package_version(), title="sandloop",
+                    description="A sandboxed checkout with a policy in front: shell, apply_patch, computer",
+                    instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Built(server, limits.message_limit(max_patch_bytes))
 
 
 async def serve_stdio(options: ServeOptions) -> None:
     """Serve one MCP session over this process's stdin and stdout until the client closes it."""
     sessions = Sessions(options)
-    server = build_server(sessions)
+    await serve_built_stdio(sessions, build_server(sessions))
+
+
+async def serve_built_stdio(sessions: Sessions, built: Built) -> None:
+    """:func:`serve_stdio` with the server already built (``bench/mcp.py`` adds a no-op tool)."""
     try:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio(built.message_limit, tell) as (read_stream, write_stream):
             # The handshake-only loop (see the module docstring): a 2026-07-28 discovery probe
             # is answered "method not found", and the client falls back to `initialize`.
-            await serve_loop(server, read_stream, write_stream, lifespan_state={},
-                             init_options=server.create_initialization_options())
+            await serve_loop(built.server, read_stream, write_stream, lifespan_state={},
+                             init_options=built.server.create_initialization_options())
     finally:
         await sessions.drain()

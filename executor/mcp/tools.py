@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from executor.mcp.limits import MAX_ACTIONS, MAX_COMMAND_CHARS, MAX_COMMANDS
 from executor.navigation import navigation_tool_params
 from policies.model import Policy
 from sandloop.verdict import Decision
@@ -59,8 +60,10 @@ SHELL = ToolSpec(
     input_schema={
         "type": "object",
         "properties": {
-            "commands": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1,
-                         "description": "command lines, run in order"},
+            "commands": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS},
+                         "minItems": 1, "maxItems": MAX_COMMANDS,
+                         "description": f"command lines, run in order ({MAX_COMMAND_CHARS} characters in "
+                                        "all; write long text to a file with apply_patch)"},
             "timeout_ms": {"type": "integer", "minimum": 1,
                            "description": "per command (default and maximum: the policy's)"},
             "max_output_length": {"type": "integer", "minimum": 0,
@@ -117,7 +120,8 @@ APPLY_PATCH = ToolSpec(
     input_schema={
         "type": "object",
         "properties": {
-            "patch": {"type": "string", "description": "the patch text"},
+            "patch": {"type": "string",
+                      "description": "the patch text (at most the policy's files.max_patch_bytes: 1 MiB by default)"},
             "format": {"enum": ["auto", "envelope", "unified", "v4a"], "default": "auto",
                        "description": "auto: v4a when 'operation' is given, else envelope or unified"},
             "operation": {"enum": ["create_file", "update_file", "delete_file"],
@@ -168,7 +172,7 @@ def _computer() -> ToolSpec:
             "type": "object",
             "$defs": action.get("$defs", {}),
             "properties": {"actions": {
-                "type": "array", "items": {k: v for k, v in action.items() if k != "$defs"},
+                "type": "array", "items": {k: v for k, v in action.items() if k != "$defs"}, "maxItems": MAX_ACTIONS,
                 "description": "run in order; an empty list just takes a screenshot"}},
             "required": ["actions"],
             "additionalProperties": False,
