@@ -171,7 +171,7 @@ class Checked:
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-            return f"invalid arguments for {name}: {where}: {_short(error.message)}"
+            return f"invalid arguments for {name}: {where}: {_message(error)}"
         if name == SHELL.name:
             problem = limits.shell_problem(arguments["commands"])
         elif name == APPLY_PATCH.name:
@@ -183,8 +183,20 @@ class Checked:
         return None if problem is None else f"{name}: {problem}"
 
 
+_SIZES = {"maxItems": ("items", "at most"), "minItems": ("items", "at least"),
+          "maxLength": ("characters", "at most"), "minLength": ("characters", "at least")}
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """jsonschema's message, but a size says the bound rather than quote the value whole."""
+    if error.validator in _SIZES and isinstance(error.instance, str | list):
+        unit, side = _SIZES[str(error.validator)]
+        return f"{len(error.instance)} {unit}; {side} {error.validator_value}"
+    return _short(error.message)
+
+
 def _short(message: str, limit: int = 300) -> str:
-    """jsonschema quotes the offending value whole: a 16 KiB command comes back cut."""
+    """jsonschema quotes the offending value whole: a long one comes back cut."""
     return message if len(message) <= limit else f"{message[:limit]}… ({len(message)} characters)"
 
 

@@ -55,6 +55,26 @@ def sandboxes(docker_client: Any, repo: Path) -> list[dict[str, Any]]:
     return [row for row in rows if any(m.get("Source") == source for m in row.get("Mounts") or [])]
 
 
+def peak_rss(pid: int) -> int:
+    """The most memory the process has held (VmHWM), in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    (kib,) = re.findall(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(kib) * 1024
+
+
+def server_pid(repo: Path) -> int:
+    """The pid of the ``sandloop mcp`` serving ``repo`` (each test has a checkout of its own)."""
+    wanted = ["mcp", "--repo", str(repo)]
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # gone, or not a process
+            continue
+        if any(argv[i:i + 3] == wanted for i in range(len(argv))):
+            return int(proc.name)
+    raise AssertionError(f"no sandloop mcp serves {repo}")
+
+
 def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
