@@ -3,6 +3,7 @@ strict fake server — and does what it says: the demo's failing test is fixed i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,23 @@ def test_the_example_runs_against_a_responses_endpoint(example: str, docker_clie
         assert "needs approval, nobody to ask: rejected\n  shell: rm -rf build" in proc.stdout
         (rejected,) = shells[2:]
         assert "sandloop: denied by policy (rule rm)" in rejected["output"][0]["stderr"]
+
+
+def test_the_mcp_client_example_drives_sandloop_mcp(docker_client: Any, tmp_path: Path) -> None:
+    """examples/mcp_client.py: the MCP SDK's client launches `sandloop mcp` over stdio; no model."""
+    repo = copy_tree(DEMO_DIR / "repo", tmp_path / "repo")
+    state = tmp_path / "state"
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "mcp_client.py"), "--repo", str(repo)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "tools: shell, apply_patch\n" in out
+    assert "tests before: fail" in out and "tests now: pass" in out
+    assert "apply_patch: applied: updated calc.py: 1 hunk, +1 −1" in out
+    assert "apply_patch: refused: path refused: create_file .git/hooks/pre-commit" in out
+    assert "nobody at a terminal to answer: declined\n$ rm -f calc.py\n  refused by rule rm" in out
+    assert "return a + b" in (repo / "calc.py").read_text() and not (repo / ".git" / "hooks" / "pre-commit").exists()
+    (run,) = (state / "sandloop" / "runs").iterdir()  # the server's run, where the example said
+    assert json.loads((run / "summary.json").read_text())["result"]["tool_calls"] == 5
+    assert f"run folder {run}" in proc.stderr
