@@ -15,7 +15,12 @@ Interleaved rounds, in one run, on one checkout (the order reversed every other 
 * ``no-op, idle``: the same, answering after an ``asyncio.sleep`` as long as the direct round
   trip (both processes go to sleep and are woken as they are for a command); ``sleep alone`` is
   that sleep in this process, so the difference is the floor for a call that waits that long;
-* ``ping``: a JSON-RPC round trip that reaches no tool.
+* ``ping``: a JSON-RPC round trip that reaches no tool;
+* ``handler, in the server``: how long sandloop's tools/call handler took for each ``mcp shell``
+  call, timed in the server, and ``its commands, in it``: the part of it that is the direct
+  path's own work (``run_steps``: the gate and the helper's round trip), so the difference splits
+  into what happens outside the handler (the SDK and the transport), sandloop's work around the
+  commands, and the same commands run from a second process.
 
 Target: mcp shell / direct ≤ 1.5× (median). Then where the difference goes: the SDK's floor, and
 the work sandloop's server adds per call to the direct path, each part timed alone here (the
@@ -65,6 +70,7 @@ from executor.mcp.tools import SHELL
 from policies.engine import load_policy
 
 NOOP = "noop"
+HANDLED = "handled"  # the handler's times, for the breakdown
 TARGET = 1.5
 ARGS = {"commands": ["true"]}
 TIMEOUT_MS = 60_000
@@ -86,21 +92,41 @@ def _answer() -> calls.CallAnswer:
 
 
 def _with_noop(built: server.Built) -> None:
-    """``built``'s server with the no-op tool, through the SDK's public handler registry."""
+    """``built``'s server with the no-op tool, and ``handled``: the seconds sandloop's own
+    tools/call handler took for each shell call, in order (the bench reads them at the end)."""
     listing = built.server.get_request_handler("tools/list")
     calling = built.server.get_request_handler("tools/call")
     assert listing is not None and calling is not None
     answer = server.tool_result(_answer())
     noop = types.Tool(name=NOOP, description="runs nothing", input_schema=SHELL.input_schema,
                       output_schema=SHELL.output_schema)
+    timings = types.Tool(name=HANDLED, description="the handler's times", input_schema={"type": "object"})
+    handled: list[float] = []
+    ran: list[float] = []
+    run_steps = calls.run_steps
+
+    async def timed_steps(*args: Any, **kwargs: Any) -> Any:  # the direct path's work, timed in place
+        start = time.perf_counter()
+        try:
+            return await run_steps(*args, **kwargs)
+        finally:
+            ran.append(time.perf_counter() - start)
+
+    calls.run_steps = timed_steps  # type: ignore[assignment]  # instrumentation, in the bench's server only
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         listed: types.ListToolsResult = await listing.handler(ctx, params)
-        return types.ListToolsResult(tools=[*listed.tools, noop])
+        return types.ListToolsResult(tools=[*listed.tools, noop, timings])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        if params.name == HANDLED:
+            return types.CallToolResult(content=[], structured_content={"handled": handled, "ran": ran})
         if params.name != NOOP:
-            return await calling.handler(ctx, params)
+            start = time.perf_counter()
+            try:
+                return await calling.handler(ctx, params)
+            finally:
+                handled.append(time.perf_counter() - start)
         idle_ms = (params.arguments or {}).get("timeout_ms")
         if idle_ms:
             await asyncio.sleep(idle_ms / 1000)
@@ -189,6 +215,11 @@ async def round_trips(repo: Path, env: dict[str, str]) -> tuple[dict[str, list[f
                 order.reverse()
             for name, fn in order:
                 samples[name].append(await _timed(fn))
+        timings = (await client.call_tool(HANDLED, {})).structured_content
+        assert timings is not None
+        n = len(samples["direct"])
+        samples["handler, in the server"] = timings["handled"][-n:]
+        samples["its commands, in it"] = timings["ran"][-n:]
     return samples, idle_ms
 
 
@@ -256,16 +287,21 @@ def report(samples: dict[str, list[float]], idle_ms: int, pieces: dict[str, floa
           f"{ms(_paired(samples, 'mcp shell', 'mcp shell, SDK stdio'))}")
     extra = _paired(samples, "mcp shell", "direct")
     floor = _paired(samples, "no-op, idle", "sleep alone")
+    outside = _paired(samples, "mcp shell", "handler, in the server")
+    inside = _paired(samples, "handler, in the server", "direct")
+    wrapped = _paired(samples, "handler, in the server", "its commands, in it")
+    elsewhere = _paired(samples, "its commands, in it", "direct")
     ours = sum(v for k, v in pieces.items() if not k.startswith("JSON-RPC"))
     print(f"where the {ms(extra)} between mcp shell and direct go (medians of round-by-round differences):")
-    print(f"  the SDK's floor for a call that waits as long (no-op, idle - sleep alone) {ms(floor):>10}")
+    print(f"  outside sandloop's handler: the SDK's client and server, JSON-RPC, stdio   {ms(outside):>10}")
+    print(f"    the SDK's floor for a call that waits as long (no-op, idle - sleep alone) {ms(floor):>10}")
     print(f"    answered at once, the no-op takes {ms(med['no-op'])}; a ping {ms(med['ping'])}")
-    print("  each part alone, in this process:")
+    print(f"  inside it, beyond the direct path (handler - direct)                       {ms(inside):>10}")
+    print(f"    sandloop's own work around the commands (handler - its commands)         {ms(wrapped):>10}")
+    print(f"      its parts, each timed alone in this process                            {ms(ours):>10}")
     for name, seconds in pieces.items():
-        print(f"    {name:48s} {ms(seconds):>10}")
-    print(f"  sandloop's own work per call (the parts but framing, which the floor holds) {ms(ours):>10}")
-    print(f"  left over (the machine's noise; what no part alone shows)                 "
-          f"{ms(extra - floor - ours):>10}")
+        print(f"        {name:48s} {ms(seconds):>10}")
+    print(f"    the same commands (gate, helper) from the server's process (- direct)    {ms(elsewhere):>10}")
 
 
 async def main() -> None:
