@@ -151,6 +151,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
 
 
 def tool_result(answer: CallAnswer) -> types.CallToolResult:
+    """A call's answer as the MCP SDK's result: text (and the screenshot), structured content."""
     content: list[types.ContentBlock] = [types.TextContent(text=answer.text)]
     if answer.png is not None:
         content.append(types.ImageContent(data=base64.b64encode(answer.png).decode("ascii"), mime_type="image/png"))
@@ -167,6 +168,7 @@ class Checked:
         self._max_patch_bytes = max_patch_bytes
 
     def problem(self, arguments: dict[str, Any]) -> str | None:
+        """Why the tool refuses ``arguments``, in one line the model can act on; None: they pass."""
         name = self.spec.name
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is not None:
