@@ -49,7 +49,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sandloop.errors import ConfigError
+from policies.paths import PRESETS_DIR as PRESETS_DIR  # re-exported: where the presets are
+from policies.paths import display as _display
+from policies.paths import preset_file, preset_names
+from policies.problems import PolicyLoadError, Problem
 from sandloop.matching import host_entry
 from sandloop.verdict import Decision
 
@@ -78,7 +81,6 @@ __all__ = [
     "validation_problems",
 ]
 
-PRESETS_DIR = Path(__file__).parent / "presets"
 _RULE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -368,27 +370,6 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-# --- errors ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
-
-
-class PolicyLoadError(ConfigError):
-    """A policy file could not be loaded; every problem names its file and line."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-
 # --- locating keys -----------------------------------------------------------------------------
 
 KeyPath = tuple[str | int, ...]
@@ -568,28 +549,13 @@ class LoadedPolicy:
         return Problem(found[0].name, found[1], message)
 
 
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
-
-
 def preset_path(name: str) -> Path:
-    path = PRESETS_DIR / f"{name}.toml"
-    if not re.match(r"^[A-Za-z0-9_-]+$", name) or not path.is_file():
+    path = preset_file(name)
+    if path is None:
         raise PolicyLoadError(
             [Problem(name, None, f"no preset named {name!r} (presets: {', '.join(preset_names())})")]
         )
     return path
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.relative_to(PRESETS_DIR.parent.parent))
-    except ValueError:
-        pass
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def validation_problems(layer: Layer, data: Any, exc: ValidationError) -> list[Problem]:

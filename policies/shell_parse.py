@@ -43,9 +43,7 @@ import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from policies import package_managers
 from policies.shell_arith import hazards
@@ -64,9 +62,13 @@ from policies.shell_words import (
 from policies.shell_writes import NOT_FILES, program_writes
 from sandloop.files import PatchKind
 
+# The grammar is loaded by the first parse, not on import: a decision that parses no command
+# line (a patch, a URL) or a command that never decides (``sandloop --version``) skips it.
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser
+
 __all__ = ["MANY", "ONE", "Dynamic", "SimpleCommand", "Word", "Write", "parse"]
 
-_LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # one Parser per thread: Parser objects are not shareable
 
 # Directories whose programs are the system's own: "/usr/bin/rm" is rm. A path anywhere else
@@ -113,10 +115,20 @@ def _parse_cached(command_line: str) -> tuple[SimpleCommand, ...]:
     return tuple(_parse(command_line, 0, frozenset({""})))
 
 
+@functools.cache
+def _language() -> Language:
+    import tree_sitter_bash
+    from tree_sitter import Language
+
+    return Language(tree_sitter_bash.language())
+
+
 def _parser() -> Parser:
     parser: Parser | None = getattr(_local, "parser", None)
     if parser is None:
-        parser = _local.parser = Parser(_LANGUAGE)
+        from tree_sitter import Parser
+
+        parser = _local.parser = Parser(_language())
     return parser
 
 
