@@ -118,7 +118,7 @@ def _long_lines(engine: Decider) -> None:
               f"({median([t for _, t in took]) * 1000:.1f} vs {median([t for t, _ in took]) * 1000:.1f} ms "
               f"CPU; {len(long)} vs {len(short)} bytes), the parser alone {median(floor):.2f}×",
               "≤ 4.4×", ratio <= 4.4)
-    within = "echo " + "w " * (shell_parse.MAX_NODES // 2 - 10)
+    within = "echo " + "w " * (shell_parse.MAX_NODES - 10)
     past = {"1 MiB": "echo " + "w" * (1 << 20), f"over {shell_parse.MAX_NODES} nodes": "echo " + "w " * 30_000,
             f"nested over {shell_parse.MAX_NESTING} levels": "$(" * 2000 + "ls" + ")" * 2000}
     base = median([_cpu(engine.shell, within) for _ in range(rounds(5))])

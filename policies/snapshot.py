@@ -81,7 +81,10 @@ def snapshot_name(path: Path, data: bytes) -> str:
 
 
 def _folder(*, create: bool) -> HostDir:
-    return HostDir(state_dir() / FOLDER, create=create)
+    # The state directory is the user's (a link above it is their layout); the snapshots' own
+    # folder is sandloop's, and a link in its place is refused.
+    with HostDir(state_dir(), create=create) as state:
+        return state.subdir(FOLDER)
 
 
 def _sources(view: PolicyView) -> list[list[Any]]:
