@@ -87,6 +87,8 @@ class HostDir:
     The path given is resolved once when it is opened (a link the user put above it is theirs;
     a path a sandbox could have touched is refused before, by :func:`refuse_inside`)."""
 
+    _fd = -1  # until opened: a directory that could not be opened has nothing to close
+
     def __init__(self, path: Path, *, create: bool = True, _fd: int | None = None) -> None:
         self.path = path.expanduser().absolute()
         self._fd = _fd if _fd is not None else _open_dir(self.path, create=create)

@@ -59,3 +59,11 @@ def test_a_record_that_is_not_utf8_is_reported_in_place(state_home: Path) -> Non
 def test_stdin_is_one_of_the_subjects(state_home: Path) -> None:
     done = _explain(state_home, "--stdin", "--", "ls", data=b"ls\n")
     assert done.returncode == 2 and b"exactly one of" in done.stderr
+
+
+def test_an_unusable_state_folder_costs_the_snapshot_only(tmp_path: Path) -> None:
+    below_a_file = tmp_path / "file"
+    below_a_file.write_text("")
+    done = _explain(below_a_file / "state", "--", "git push", data=b"")
+    assert done.returncode == 0 and done.stderr == b""
+    assert b"prompt by git-push" in done.stdout
