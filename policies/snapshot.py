@@ -14,7 +14,7 @@ A snapshot is trusted only as far as it is checked, every time, before use:
 * its name is a hash of the policy file's path and bytes, of sandloop's version and of the
   modules that read a policy (their size and time), so an edited file, another release or an
   edited checkout of sandloop looks for another snapshot;
-* its first line is the sha256 of the rest (a torn or altered file is not read), and every layer
+* its first line is the sha256 of the rest (a torn or corrupted file is not read), and every layer
   it was built from (the file, what it extends, the presets) is read again and must hash as
   recorded.
 
