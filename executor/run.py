@@ -33,7 +33,7 @@ from executor.navigation import navigation_tools
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
-from executor.sandbox_config import shell_limits
+from executor.sandbox_config import docker_config, shell_limits
 from executor.session import Sandbox
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
@@ -42,6 +42,8 @@ from policies.engine import PolicyEngine, load_policy
 from policies.model import Policy
 from sandbox.backends import open_session
 from sandbox.browser import open_browser
+from sandbox.computer import Computer
+from sandbox.desktop import DesktopConfig, open_desktop
 from sandloop.errors import ConfigError
 from sandloop.hostfiles import refuse_inside
 
@@ -82,7 +84,7 @@ class RunOptions:
     api_key: str | None = None
     #: a policy file or a preset name; None: the default preset
     policy: str | Path | None = None
-    browser: str = "off"  # "off", "container", "local" or "auto"
+    browser: str = "off"  # "off", "container", "local", "auto", or "desktop" (a Linux desktop instead)
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
     stateless: bool = False
     #: the request log; its folder holds the run's other files (default: a new run folder
@@ -195,7 +197,12 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
         toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
-        if opts.browser != "off":
+        if opts.browser == "desktop":
+            await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model)
+        elif opts.browser != "off":
+            if policy.computer.environment == "desktop":
+                raise ConfigError(f"the policy's [computer] environment is \"desktop\": use --desktop, not "
+                                  f"--browser {opts.browser}")
             await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
         yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
 
@@ -208,12 +215,29 @@ async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stac
     browser = open_browser(BrowserGate(gate, toolbox).config(policy), placement=placement)  # type: ignore[arg-type]
     stack.push_async_callback(browser.close)
     await browser.start()
-    toolbox.computer = browser
+    _use_computer(toolbox, gate, policy, browser, model)
+    toolbox.functions.extend(navigation_tools(browser))
+
+
+def _use_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, computer: Computer, model: str) -> None:
+    toolbox.computer = computer
     mode = policy.browser.safety_checks
     toolbox.computer_safety = gate.recorded(_safety_callback(mode, gate.approvals), mode)
     if model.startswith("computer-use-preview"):
-        toolbox.computer_display = browser.screen  # the preview tool wants a display
-    toolbox.functions.extend(navigation_tools(browser))
+        toolbox.computer_display = computer.screen  # the preview tool wants a display
+
+
+async def open_desktop_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stack: contextlib.AsyncExitStack,
+                                *, repo: Path, model: str = "") -> None:
+    """Start a Linux desktop beside a toolbox's session (closed by ``stack``): its own container
+    with the shell's hardening and network allow-list (egress decided by ``gate``), the screen and
+    settle bound of the policy's [computer] section; safety checks as for the browser."""
+    section = policy.computer
+    config = DesktopConfig(screen=(section.screen_width, section.screen_height), settle_s=section.settle_ms / 1000,
+                           docker=replace(docker_config(policy), on_egress=gate.egress))
+    desktop = await open_desktop(repo, config)
+    stack.push_async_callback(desktop.close)
+    _use_computer(toolbox, gate, policy, desktop, model)
 
 
 class Run:

@@ -60,6 +60,7 @@ __all__ = [
     "BackendSection",
     "BrowserSection",
     "BudgetSection",
+    "ComputerSection",
     "EnvironmentSection",
     "FilesSection",
     "FunctionsSection",
@@ -210,6 +211,16 @@ class BrowserSection(_Section):
         return _domains(value)
 
 
+class ComputerSection(_Section):
+    environment: Literal["browser", "desktop"] = Field(
+        default="browser", description='what computer_call drives: "browser" (Chromium\'s page) or "desktop" '
+        "(a whole Linux desktop in a container; its network is [shell] network's allow-list)")
+    settle_ms: Annotated[int, Field(gt=0, le=30_000)] = Field(
+        default=2000, description="desktop: the longest a screenshot waits for the screen to stop changing")
+    screen_width: Annotated[int, Field(ge=320, le=3840)] = 1280
+    screen_height: Annotated[int, Field(ge=240, le=2160)] = 800
+
+
 class McpServer(_Section):
     default: Decision | None = Field(default=None, description="for this server's unlisted tools")
     tools: dict[str, Decision] = Field(default_factory=dict)
@@ -355,6 +366,7 @@ class Policy(_Section):
     shell: ShellSection = Field(default_factory=ShellSection)
     files: FilesSection = Field(default_factory=FilesSection)
     browser: BrowserSection = Field(default_factory=BrowserSection)
+    computer: ComputerSection = Field(default_factory=ComputerSection)
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)

@@ -44,6 +44,7 @@ HELPER_MODULES = (
     "sandbox.helper.shells",
     "sandbox.helper.procs",
     "sandbox.helper.files",
+    "sandbox.helper.desktop",
     "sandbox.helper.confine",
     "sandbox.helper.seccomp_rules",
 )

@@ -18,12 +18,16 @@ from pathlib import Path
 import docker
 import docker.errors
 
-__all__ = ["DOCKERFILE", "TARGETS", "build", "ensure", "image_name", "package_version", "size_mb"]
+__all__ = ["DOCKERFILE", "ON_DEMAND", "TARGETS", "build", "ensure", "image_name", "package_version", "size_mb"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
-#: ``shell`` is the default sandbox, ``minimal`` the small alternative, ``browser`` Chromium.
+#: ``shell`` is the default sandbox, ``minimal`` the small alternative, ``browser`` Chromium:
+#: what bootstrap builds.
 TARGETS = ("shell", "minimal", "browser")
+#: Built only when a policy or a test asks for one (``ensure``), never by bootstrap: ``desktop``
+#: (a whole Linux desktop, :mod:`sandbox.desktop`) is large, and a demo needs none of it.
+ON_DEMAND = ("desktop",)
 REPOSITORY = "sandloop-sandbox"
 _HASH_LABEL = "sandloop.dockerfile-sha256"
 
@@ -106,7 +110,7 @@ def ensure(client: docker.DockerClient, target: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.images")
     parser.add_argument("command", choices=["build", "list"])
-    parser.add_argument("--target", choices=TARGETS, action="append")
+    parser.add_argument("--target", choices=TARGETS + ON_DEMAND, action="append")
     args = parser.parse_args(argv)
     client = docker.from_env()
     for target in args.target or TARGETS:

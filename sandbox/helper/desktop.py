@@ -1,0 +1,398 @@
+"""The helper's desktop: an X display it starts, drives and captures itself. Standard library,
+plus python3-xlib where the image has it (the desktop image does; imported only when a desktop
+request comes).
+
+One ``desktop`` request (:mod:`sandbox.helper.wire`) is one batch: its input steps played
+in-process over XTEST (no program started per action), then one capture. The screen is Xvfb's
+own memory: Xvfb keeps it in a file (``-fbdir``, XWD format) that the helper maps, so a capture
+is a copy of that memory and a PNG encoded here — no X round trip for the pixels.
+
+Instead of a flat delay after the actions, the capture waits until the screen stops changing:
+a frame is copied and encoded, and kept if the screen still shows exactly it afterwards (and at
+least :data:`QUIET_S` after it was copied) — the encoding's own time is the quiet window. The
+wait is bounded by the request's ``settle_s`` (a policy setting on the host).
+
+Xvfb, the window manager and a terminal run as the helper's children. Before each batch the
+helper looks at them; an X server that died (before or during the batch) is started afresh
+with the rest, a window manager that died is started again, and the reply says so, for the host
+to tell the model.
+
+Steps (screen pixels; ``a`` is the index of the model's action the step belongs to):
+``[a, "move", x, y]``, ``[a, "button", n, down]`` (1 left, 2 middle, 3 right, 4-7 the wheel,
+8/9 back/forward), ``[a, "key", name, down]`` (a canonical key name: ``Enter``, ``Control``, ``a``),
+``[a, "type", text]``, ``[a, "wait", seconds]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import mmap
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sandbox.helper.wire import DesktopFailure, DesktopResult, OpError
+
+__all__ = ["DISPLAY", "Desktop", "encode_png", "keysym_for"]
+
+#: The display the desktop is, inside the container (nothing else there has one).
+DISPLAY = ":0"
+_SOCKET = "/tmp/.X11-unix/X0"
+FB_DIR = "/tmp/.sandloop-fb"
+#: A frame is kept once the screen has shown exactly it for at least this long.
+QUIET_S = 0.03
+#: How long a start may take before the desktop counts as failed.
+START_S = 10.0
+#: Where Debian's python3-xlib lives; the helper runs with -I -S, without site's path.
+_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+
+# canonical key names (UI Events) -> X keysym names
+_KEYSYM_NAMES = {
+    "Enter": "Return", "Escape": "Escape", "Tab": "Tab", "Space": "space", "Backspace": "BackSpace",
+    "Delete": "Delete", "Insert": "Insert", "Home": "Home", "End": "End", "PageUp": "Prior",
+    "PageDown": "Next", "ArrowLeft": "Left", "ArrowRight": "Right", "ArrowUp": "Up", "ArrowDown": "Down",
+    "CapsLock": "Caps_Lock", "NumLock": "Num_Lock", "ScrollLock": "Scroll_Lock", "PrintScreen": "Print",
+    "Pause": "Pause", "ContextMenu": "Menu", "Control": "Control_L", "Meta": "Super_L", "Alt": "Alt_L",
+    "AltGraph": "ISO_Level3_Shift", "Shift": "Shift_L",
+    **{f"F{n}": f"F{n}" for n in range(1, 25)},
+}
+_CONTROL_CHARS = {"\n": "Return", "\r": "Return", "\t": "Tab", "\b": "BackSpace"}
+
+
+def keysym_for(key: str, string_to_keysym: Any) -> int:
+    """The keysym of a canonical key name or of one character. X's rule for characters: Latin-1
+    is its own keysym, anything else is 0x01000000 + its code point (so every character has one,
+    on any layout)."""
+    name = _KEYSYM_NAMES.get(key) or _CONTROL_CHARS.get(key)
+    if name is not None:
+        return int(string_to_keysym(name))
+    if len(key) != 1:
+        raise OpError("bad_request", f"desktop: unknown key {key!r}")
+    code = ord(key)
+    return code if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF else 0x01000000 | code
+
+
+def encode_png(pixels: bytes, width: int, height: int, stride: int) -> bytes:
+    """X's 32-bit BGRX pixels (``stride`` bytes a row) as an RGB PNG: strided copies in C, one
+    filter byte per row, zlib at its fastest level (speed over a few % of size)."""
+    row = width * 3
+    out = bytearray((row + 1) * height)
+    if stride == width * 4:
+        rgb = bytearray(row * height)
+        rgb[0::3], rgb[1::3], rgb[2::3] = pixels[2::4], pixels[1::4], pixels[0::4]
+        view = memoryview(rgb)
+        for y in range(height):
+            start = y * (row + 1) + 1
+            out[start:start + row] = view[y * row:(y + 1) * row]
+    else:
+        for y in range(height):
+            line = pixels[y * stride:y * stride + width * 4]
+            start = y * (row + 1) + 1
+            out[start:start + row:3], out[start + 1:start + row:3], out[start + 2:start + row:3] = (
+                line[2::4], line[1::4], line[0::4])
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(out, 1)) + chunk(b"IEND", b"")
+
+
+class Framebuffer:
+    """Xvfb's screen file, mapped: the pixels as they are now, without asking the server."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        fields = struct.unpack_from(">25I", self._map, 0)
+        header_size, ncolors = fields[0], fields[19]
+        self.width, self.height, self.stride = fields[4], fields[5], fields[12]
+        if fields[11] != 32 or fields[7] != 0:  # bits per pixel, byte order (LSBFirst)
+            raise OpError("internal", f"desktop: unexpected framebuffer format {fields[11]} bpp")
+        self._start = header_size + ncolors * 12
+        self._end = self._start + self.stride * self.height
+
+    def pixels(self) -> bytes:
+        return self._map[self._start:self._end]
+
+    def close(self) -> None:
+        self._map.close()
+
+
+def _xlib() -> Any:
+    if _DIST_PACKAGES not in sys.path:
+        sys.path.append(_DIST_PACKAGES)
+    try:
+        import Xlib.display  # type: ignore[import-not-found,unused-ignore]
+        import Xlib.error  # type: ignore[import-not-found,unused-ignore]
+        import Xlib.ext.xtest  # type: ignore[import-not-found,unused-ignore]
+        import Xlib.X  # type: ignore[import-not-found,unused-ignore]
+        import Xlib.XK  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise OpError("spawn", f"desktop: this image has no python3-xlib ({exc}); use the desktop image") from None
+    return Xlib
+
+
+class _Died(Exception):
+    """The X server went away under a step."""
+
+
+class Desktop:
+    """The display, its window manager and a terminal; one batch at a time."""
+
+    def __init__(self, workspace: str, env: Mapping[str, str]) -> None:
+        self.workspace = workspace
+        self.env = {**env, "DISPLAY": DISPLAY,
+                    # Chromium's own sandbox needs namespaces the container refuses: the
+                    # container is the sandbox (Debian's launcher reads this variable).
+                    "CHROMIUM_FLAGS": "--no-sandbox --disable-dev-shm-usage --no-first-run"}
+        self._lock = threading.Lock()
+        self._x: Any = None
+        self._display: Any = None
+        self._fb: Framebuffer | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+        self._wm: subprocess.Popen[bytes] | None = None
+        self._size = (0, 0)
+        self._spare: list[int] = []  # keycodes with no keysym, for characters the layout lacks
+        self._bound: dict[int, int] = {}  # keysym -> spare keycode it is mapped to now
+        self._clicked = False  # a click since the last key: the focus may be moving
+        self.starts = 0
+
+    # --- the processes ---------------------------------------------------------------------
+
+    def _spawn(self, argv: Sequence[str], log: str | None = None) -> subprocess.Popen[bytes]:
+        out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+        try:
+            return subprocess.Popen(argv, cwd=self.workspace, env=self.env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=out, start_new_session=True)
+        finally:
+            if log:
+                out.close()  # type: ignore[union-attr]
+
+    def _stop(self) -> None:
+        for proc in (self._wm, self._server):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        if self._display is not None:
+            with contextlib.suppress(Exception):
+                self._display.close()
+        if self._fb is not None:
+            self._fb.close()
+        self._display = self._fb = self._server = self._wm = None
+        self._bound.clear()
+
+    def _start(self, size: tuple[int, int]) -> None:
+        """Xvfb, then the window manager and a terminal; back once the terminal is managed."""
+        self._stop()
+        x = self._x = self._x or _xlib()
+        self.starts += 1
+        os.makedirs(FB_DIR, exist_ok=True)
+        for stale in (_SOCKET, "/tmp/.X0-lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
+        width, height = size
+        self._server = self._spawn(["Xvfb", DISPLAY, "-screen", "0", f"{width}x{height}x24", "-fbdir", FB_DIR,
+                                    "-nolisten", "tcp", "-noreset"], log="/tmp/.sandloop-xvfb.log")
+        deadline = time.monotonic() + START_S
+        while not self._accepts():
+            if self._server.poll() is not None or time.monotonic() > deadline:
+                raise OpError("spawn", f"desktop: the X server did not start ({self._log_tail()})")
+            time.sleep(0.01)
+        self._display = x.display.Display(DISPLAY)
+        self._fb = Framebuffer(f"{FB_DIR}/Xvfb_screen0")
+        self._size = size
+        self._find_spare_keycodes()
+        # The window manager first, ready before the terminal maps: then it manages the terminal
+        # and gives it the focus, as it does every new window.
+        self._wm = self._spawn(["openbox"])
+        self._until(lambda: self._root_property("_NET_SUPPORTING_WM_CHECK"), deadline)
+        self._spawn(["xterm", "-u8", "-geometry", "100x30+40+40"])
+        self._until(self._active_client, deadline)
+
+    def _accepts(self) -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(_SOCKET)
+            except OSError:
+                return False
+        return True
+
+    def _log_tail(self) -> str:
+        try:
+            with open("/tmp/.sandloop-xvfb.log", "rb") as f:
+                return f.read()[-300:].decode(errors="replace").strip() or "no output"
+        except OSError:
+            return "no output"
+
+    def _until(self, ready: Any, deadline: float) -> None:
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _root_property(self, name: str) -> Any:
+        d = self._display
+        return d.screen().root.get_full_property(d.intern_atom(name), self._x.X.AnyPropertyType)
+
+    def _active_client(self) -> bool:
+        """Whether the window manager has made a client window active (the terminal, at start)."""
+        active = self._root_property("_NET_ACTIVE_WINDOW")
+        return active is not None and len(active.value) > 0 and active.value[0] != 0
+
+    def _focused_window(self) -> Any:
+        """The window with the keyboard focus, or None (no focus, or the pointer's root)."""
+        focus = self._display.get_input_focus().focus
+        return None if isinstance(focus, int) or focus == self._display.screen().root else focus
+
+    def _await_focus(self) -> None:
+        """After a click, until the window clicked (its top-level: the window manager's frame)
+        has the focus: the window manager gives it in its own time, and keys typed before then
+        would go to the window that had it. Bounded: a window may never take the focus."""
+        d = self._display
+        d.sync()
+        root = d.screen().root
+        frame = root.query_pointer().child
+        if not frame:
+            return
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            window = self._focused_window()
+            while window is not None and window != root:
+                if window == frame:
+                    return
+                window = window.query_tree().parent
+            time.sleep(0.005)
+
+    def _find_spare_keycodes(self) -> None:
+        d = self._display
+        first, last = d.display.info.min_keycode, d.display.info.max_keycode
+        mapping = d.get_keyboard_mapping(first, last - first + 1)
+        self._spare = [first + i for i, syms in enumerate(mapping) if not any(syms)]
+
+    def _health(self, size: tuple[int, int]) -> str | None:
+        """Start what is not running; why the desktop was restarted, or None."""
+        if self._server is None:
+            self._start(size)
+            return None
+        if self._server.poll() is not None or size != self._size:
+            why = "X server died" if self._server.poll() is not None else "screen size changed"
+            self._start(size)
+            return why
+        if self._wm is not None and self._wm.poll() is not None:
+            self._wm = self._spawn(["openbox"])
+            return "window manager died"
+        return None
+
+    # --- a batch -----------------------------------------------------------------------------
+
+    def request(self, steps: Sequence[Sequence[Any]], settle_s: float, size: tuple[int, int]) -> DesktopResult:
+        with self._lock:
+            started = time.monotonic()
+            restarted = self._health(size)
+            failed: DesktopFailure | None = None
+            done = 0
+            try:
+                for step in steps:
+                    self._play(step)
+                    done += 1
+                    self._display.flush()  # sent now: an X server gone is seen at the step it took
+                self._display.sync()
+            except OpError as exc:
+                failed = {"index": steps[done][0], "message": str(exc), "died": False}
+            except (_Died, OSError, self._x.error.ConnectionClosedError) as exc:
+                index = steps[done][0] if done < len(steps) else (steps[-1][0] if steps else 0)
+                failed = {"index": index, "message": f"the X server went away ({type(exc).__name__})", "died": True}
+                restarted = "X server died"
+                self._start(size)
+            played = time.monotonic()
+            png, waited = self._capture(settle_s)
+            return {"png": base64.b64encode(png).decode(), "width": self._size[0], "height": self._size[1],
+                    "done": done, "failed": failed, "restarted": restarted, "starts": self.starts,
+                    "timing": {"input_s": played - started, "settle_s": waited,
+                               "total_s": time.monotonic() - started}}
+
+    def _play(self, step: Sequence[Any]) -> None:
+        x, d = self._x, self._display
+        kind = step[1]
+        try:
+            if kind in ("key", "type") and self._clicked:
+                self._clicked = False
+                self._await_focus()
+            if kind == "move":
+                x.ext.xtest.fake_input(d, x.X.MotionNotify, x=int(step[2]), y=int(step[3]))
+            elif kind == "button":
+                x.ext.xtest.fake_input(d, x.X.ButtonPress if step[3] else x.X.ButtonRelease, detail=int(step[2]))
+                self._clicked = self._clicked or (not step[3] and int(step[2]) <= 3)
+            elif kind == "key":
+                self._key(keysym_for(str(step[2]), x.XK.string_to_keysym), bool(step[3]))
+            elif kind == "type":
+                for char in str(step[2]):
+                    self._key(keysym_for(char, x.XK.string_to_keysym), True)
+                    self._key(keysym_for(char, x.XK.string_to_keysym), False)
+            elif kind == "wait":
+                d.sync()
+                time.sleep(max(0.0, min(float(step[2]), 30.0)))
+            else:
+                raise OpError("bad_request", f"desktop: unknown step {kind!r}")
+        except (x.error.ConnectionClosedError, OSError) as exc:
+            raise _Died(f"the X server went away ({type(exc).__name__})") from None
+
+    def _key(self, keysym: int, down: bool) -> None:
+        """One key by keysym: its keycode on the layout (with Shift where the keysym is the
+        shifted one), else a spare keycode mapped to it for as long as the spares last."""
+        x, d = self._x, self._display
+        code, shifted = self._keycode(keysym)
+        shift = d.keysym_to_keycode(x.XK.string_to_keysym("Shift_L")) if shifted else 0
+        event = x.X.KeyPress if down else x.X.KeyRelease
+        if shift and down:
+            x.ext.xtest.fake_input(d, x.X.KeyPress, detail=shift)
+        x.ext.xtest.fake_input(d, event, detail=code)
+        if shift and not down:
+            x.ext.xtest.fake_input(d, x.X.KeyRelease, detail=shift)
+
+    def _keycode(self, keysym: int) -> tuple[int, bool]:
+        for code, index in self._display.keysym_to_keycodes(keysym):
+            if index in (0, 1):
+                return code, index == 1
+        if keysym in self._bound:
+            return self._bound[keysym], False
+        if not self._spare:
+            raise OpError("internal", "desktop: no spare keycode for a character the layout lacks")
+        if len(self._bound) >= len(self._spare):
+            # Every spare is taken: let the applications read the keys already sent with the
+            # old mapping before any spare is mapped again.
+            self._display.sync()
+            time.sleep(0.05)
+            self._bound.clear()
+        code = self._spare[len(self._bound)]
+        self._display.change_keyboard_mapping(code, [(keysym, keysym)])
+        self._display.sync()
+        self._bound[keysym] = code
+        return code, False
+
+    def _capture(self, settle_s: float) -> tuple[bytes, float]:
+        """One PNG of a screen that stopped changing (or of the last frame when ``settle_s`` ran
+        out); and how long that took."""
+        fb = self._fb
+        assert fb is not None
+        started = time.monotonic()
+        deadline = started + settle_s
+        while True:
+            taken = time.monotonic()
+            frame = fb.pixels()
+            png = encode_png(frame, fb.width, fb.height, fb.stride)
+            quiet = QUIET_S - (time.monotonic() - taken)
+            if quiet > 0:
+                time.sleep(quiet)
+            if fb.pixels() == frame or time.monotonic() >= deadline:
+                return png, time.monotonic() - started
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
