@@ -9,8 +9,10 @@ is a copy of that memory and a PNG encoded here — no X round trip for the pixe
 
 Instead of a flat delay after the actions, the capture waits until the screen stops changing:
 a frame is copied and encoded, and kept if the screen still shows exactly it afterwards (and at
-least :data:`QUIET_S` after it was copied) — the encoding's own time is the quiet window. The
-wait is bounded by the request's ``settle_s`` (a policy setting on the host).
+least :data:`QUIET_S` after it was copied) — the encoding's own time is the quiet window. After
+clicks and keys, a screen that has not changed at all gets up to :data:`REACT_S` for the
+applications to start drawing. The wait is bounded by the request's ``settle_s`` (a policy
+setting on the host).
 
 Xvfb, the window manager and a terminal run as the helper's children. Before each batch the
 helper looks at them; an X server that died (before or during the batch) is started afresh
@@ -39,7 +41,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandbox.helper.wire import DesktopFailure, DesktopResult, OpError
+from sandbox.helper.wire import DesktopFailure, DesktopResult, DesktopTiming, OpError
 
 __all__ = ["DISPLAY", "Desktop", "encode_png", "keysym_for"]
 
@@ -49,6 +51,9 @@ _SOCKET = "/tmp/.X11-unix/X0"
 FB_DIR = "/tmp/.sandloop-fb"
 #: A frame is kept once the screen has shown exactly it for at least this long.
 QUIET_S = 0.03
+#: How long applications get to start drawing after input before the screen counts as unchanged.
+REACT_S = 0.1
+_REACTED_TO = ("button", "key", "type")
 #: How long a start may take before the desktop counts as failed.
 START_S = 10.0
 #: Where Debian's python3-xlib lives; the helper runs with -I -S, without site's path.
@@ -134,6 +139,7 @@ def _xlib() -> Any:
         import Xlib.display  # type: ignore[import-not-found,unused-ignore]
         import Xlib.error  # type: ignore[import-not-found,unused-ignore]
         import Xlib.ext.xtest  # type: ignore[import-not-found,unused-ignore]
+        import Xlib.protocol.event  # type: ignore[import-not-found,unused-ignore]
         import Xlib.X  # type: ignore[import-not-found,unused-ignore]
         import Xlib.XK  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
@@ -165,6 +171,8 @@ class Desktop:
         self._bound: dict[int, int] = {}  # keysym -> spare keycode it is mapped to now
         self._clicked = False  # a click since the last key: the focus may be moving
         self.starts = 0
+        #: how long the last start took, step by step (for the bench)
+        self.start_timing: DesktopTiming = {}
 
     # --- the processes ---------------------------------------------------------------------
 
@@ -192,6 +200,7 @@ class Desktop:
     def _start(self, size: tuple[int, int]) -> None:
         """Xvfb, then the window manager and a terminal; back once the terminal is managed."""
         self._stop()
+        began = time.monotonic()
         x = self._x = self._x or _xlib()
         self.starts += 1
         os.makedirs(FB_DIR, exist_ok=True)
@@ -206,16 +215,31 @@ class Desktop:
             if self._server.poll() is not None or time.monotonic() > deadline:
                 raise OpError("spawn", f"desktop: the X server did not start ({self._log_tail()})")
             time.sleep(0.01)
+        server = time.monotonic()
         self._display = x.display.Display(DISPLAY)
         self._fb = Framebuffer(f"{FB_DIR}/Xvfb_screen0")
         self._size = size
         self._find_spare_keycodes()
-        # The window manager first, ready before the terminal maps: then it manages the terminal
-        # and gives it the focus, as it does every new window.
-        self._wm = self._spawn(["openbox"])
-        self._until(lambda: self._root_property("_NET_SUPPORTING_WM_CHECK"), deadline)
+        # A plain slate background instead of X's black: windows stand out in a screenshot.
+        root = self._display.screen().root
+        root.change_attributes(background_pixel=0x3B4252)
+        root.clear_area()
+        # The terminal first, mapped before the window manager starts: a window that maps while
+        # the window manager is starting up can wait seconds to be managed; one that is already
+        # there is managed as the window manager starts. Then the terminal is activated as a
+        # pager would (a new window's focus is not the window manager's first thought).
         self._spawn(["xterm", "-u8", "-geometry", "100x30+40+40"])
-        self._until(self._active_client, deadline)
+        self._until(self._mapped_window, deadline)
+        terminal = time.monotonic()
+        self._wm = self._spawn(["openbox"])
+        self._until(lambda: self._clients(), deadline)
+        clients = self._clients()
+        if clients and not self._active_client():
+            self._activate(clients[-1])
+            self._until(self._active_client, deadline)
+        wm = time.monotonic()
+        self.start_timing = {"server_s": server - began, "terminal_s": terminal - server,
+                             "window_manager_s": wm - terminal}
 
     def _accepts(self) -> bool:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -239,6 +263,25 @@ class Desktop:
     def _root_property(self, name: str) -> Any:
         d = self._display
         return d.screen().root.get_full_property(d.intern_atom(name), self._x.X.AnyPropertyType)
+
+    def _mapped_window(self) -> bool:
+        """Whether a window shows on the screen (the terminal's, at start)."""
+        root = self._display.screen().root
+        return any(child.get_attributes().map_state == self._x.X.IsViewable for child in root.query_tree().children)
+
+    def _clients(self) -> list[int]:
+        """The windows the window manager manages, oldest first."""
+        listed = self._root_property("_NET_CLIENT_LIST")
+        return [] if listed is None else list(listed.value)
+
+    def _activate(self, window_id: int) -> None:
+        x, d = self._x, self._display
+        root = d.screen().root
+        message = x.protocol.event.ClientMessage(
+            window=d.create_resource_object("window", window_id), client_type=d.intern_atom("_NET_ACTIVE_WINDOW"),
+            data=(32, [2, x.X.CurrentTime, 0, 0, 0]))  # 2: asked by a pager, which it always honours
+        root.send_event(message, event_mask=x.X.SubstructureRedirectMask | x.X.SubstructureNotifyMask)
+        d.flush()
 
     def _active_client(self) -> bool:
         """Whether the window manager has made a client window active (the terminal, at start)."""
@@ -295,6 +338,9 @@ class Desktop:
         with self._lock:
             started = time.monotonic()
             restarted = self._health(size)
+            assert self._fb is not None
+            # what the screen showed before input the applications may react to
+            before = self._fb.pixels() if any(step[1] in _REACTED_TO for step in steps) else None
             failed: DesktopFailure | None = None
             done = 0
             try:
@@ -311,11 +357,11 @@ class Desktop:
                 restarted = "X server died"
                 self._start(size)
             played = time.monotonic()
-            png, waited = self._capture(settle_s)
+            png, waited = self._capture(settle_s, before if failed is None or not failed["died"] else None)
+            timing: DesktopTiming = {**self.start_timing, "input_s": played - started, "settle_s": waited,
+                                     "total_s": time.monotonic() - started}
             return {"png": base64.b64encode(png).decode(), "width": self._size[0], "height": self._size[1],
-                    "done": done, "failed": failed, "restarted": restarted, "starts": self.starts,
-                    "timing": {"input_s": played - started, "settle_s": waited,
-                               "total_s": time.monotonic() - started}}
+                    "done": done, "failed": failed, "restarted": restarted, "starts": self.starts, "timing": timing}
 
     def _play(self, step: Sequence[Any]) -> None:
         x, d = self._x, self._display
@@ -376,13 +422,16 @@ class Desktop:
         self._bound[keysym] = code
         return code, False
 
-    def _capture(self, settle_s: float) -> tuple[bytes, float]:
+    def _capture(self, settle_s: float, before: bytes | None) -> tuple[bytes, float]:
         """One PNG of a screen that stopped changing (or of the last frame when ``settle_s`` ran
-        out); and how long that took."""
+        out); and how long that took. ``before``: the screen before input the applications react
+        to — while it still shows exactly that, they get up to :data:`REACT_S` to start drawing
+        (the encoding's time counts), so the capture is not of the moment before they did."""
         fb = self._fb
         assert fb is not None
         started = time.monotonic()
         deadline = started + settle_s
+        react_until = min(deadline, started + REACT_S) if before is not None else 0.0
         while True:
             taken = time.monotonic()
             frame = fb.pixels()
@@ -390,8 +439,21 @@ class Desktop:
             quiet = QUIET_S - (time.monotonic() - taken)
             if quiet > 0:
                 time.sleep(quiet)
-            if fb.pixels() == frame or time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 return png, time.monotonic() - started
+            if fb.pixels() != frame:
+                continue  # still changing
+            if frame != before or not self._changes(frame, react_until):
+                return png, time.monotonic() - started
+
+    def _changes(self, frame: bytes, until: float) -> bool:
+        """Whether the screen stops showing ``frame`` before ``until``."""
+        assert self._fb is not None
+        while time.monotonic() < until:
+            time.sleep(0.005)
+            if self._fb.pixels() != frame:
+                return True
+        return False
 
     def close(self) -> None:
         with self._lock:

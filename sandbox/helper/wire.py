@@ -291,10 +291,15 @@ class DesktopFailure(TypedDict):
     died: bool  # the X server went away under it
 
 
-class DesktopTiming(TypedDict):
+class DesktopTiming(TypedDict, total=False):
     input_s: float  # from the request to the last step played (a restart included)
     settle_s: float  # waiting for the screen to stop changing, the encoding included
     total_s: float
+    # the last start of the desktop, step by step: Xvfb up (python3-xlib imported), the terminal
+    # on screen, the window manager managing it and the terminal active
+    server_s: float
+    terminal_s: float
+    window_manager_s: float
 
 
 class DesktopResult(TypedDict):

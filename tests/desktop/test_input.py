@@ -15,8 +15,11 @@ TITLE_BAR_Y = 49
 
 
 async def test_a_command_typed_into_the_terminal_writes_its_file(desktop: Desktop, workspace: Path) -> None:
+    before = await desktop.screenshot()
     shot = await run_in_terminal(desktop, "echo typed by the model > typed.txt")
     assert shot.notes == ()
+    # the answer shows what the typing did, not the moment before the terminal drew it
+    assert changed(before, shot, pointer=(300, 200)) is not None
     assert await file_appears(workspace / "typed.txt") == "typed by the model\n"
 
 
