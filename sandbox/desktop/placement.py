@@ -34,6 +34,7 @@ from sandbox.computer.screen import Screenshot, Size, declared, fitted, scale
 from sandbox.desktop.steps import StepRecorder
 from sandbox.docker import DockerConfig, DockerSession
 from sandbox.helper.client import HelperSession
+from sandbox.helper.wire import DesktopTiming
 from sandloop.errors import SandboxError
 
 __all__ = ["MAX_TYPED_CHARS", "NO_ACTIONS", "Desktop", "DesktopConfig", "desktop_image", "open_desktop"]
@@ -64,6 +65,8 @@ class Desktop(Computer):
         self.session = session
         self.config = config or DesktopConfig()
         self.screen = self.config.screen
+        #: where the last batch's time went in the helper (input, settle and capture, a start)
+        self.timing: DesktopTiming = {}
         self._closed = False
 
     async def start(self) -> Screenshot:
@@ -96,6 +99,7 @@ class Desktop(Computer):
             said.extend(self.session.take_notes())
             said.append(notes.restarted("desktop", f"container died during this batch ({notes.first_line(exc)})",
                                         "in a fresh container", _LOST))
+        self.timing = result["timing"]
         failed, restarted = result["failed"], result["restarted"]
         if failed is not None and failed["died"]:
             said.append(notes.died("desktop", failed["index"]))
