@@ -37,7 +37,6 @@ from sandbox.computer.input import perform_action
 from sandbox.desktop import Desktop, DesktopConfig, open_desktop
 from sandbox.desktop.steps import StepRecorder
 from sandbox.docker import HELPER_PATH
-from sandbox.helper.desktop import REACT_S
 
 START_TARGET_S = 2.0
 CLICK_TARGET = 1.3
@@ -211,8 +210,6 @@ async def main() -> None:
             print(f"  20-action batch {median(batched) * 1e3:.1f} ms = input {median(batch_input) * 1e3:.1f} ms + "
                   f"settle and capture {median(batch_settle) * 1e3:.1f} ms + the rest; the same actions one by "
                   f"one against X, plus one capture: {direct * 1e3:.1f} ms")
-            print(f"  (after clicks and keys the capture gives applications up to {REACT_S * 1e3:.0f} ms to start "
-                  "drawing; on this bare desktop nothing does, so that window is paid in full)")
             ok &= judge("20-action batch vs its actions done directly", f"{ratio:.2f}x", f"<= {BATCH_TARGET}x",
                         ratio <= BATCH_TARGET)
         finally:

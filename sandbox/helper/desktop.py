@@ -54,6 +54,7 @@ QUIET_S = 0.03
 #: How long applications get to start drawing after input before the screen counts as unchanged.
 REACT_S = 0.1
 _REACTED_TO = ("button", "key", "type")
+_MODIFIERS = ("Shift", "Control", "Alt", "Meta", "AltGraph")
 #: How long a start may take before the desktop counts as failed.
 START_S = 10.0
 #: Where Debian's python3-xlib lives; the helper runs with -I -S, without site's path.
@@ -366,8 +367,10 @@ class Desktop:
                 failed = {"index": index, "message": f"the X server went away ({type(exc).__name__})", "died": True}
                 restarted = "X server died"
                 self._start(size)
+            if (failed is not None and failed["died"]) or not self._reaction_expected(steps):
+                before = None
             played = time.monotonic()
-            png, waited = self._capture(settle_s, before if failed is None or not failed["died"] else None)
+            png, waited = self._capture(settle_s, before)
             timing: DesktopTiming = {**self.start_timing, "input_s": played - started, "settle_s": waited,
                                      "total_s": time.monotonic() - started}
             return {"png": base64.b64encode(png).decode(), "width": self._size[0], "height": self._size[1],
@@ -431,6 +434,16 @@ class Desktop:
         self._display.sync()
         self._bound[keysym] = code
         return code, False
+
+    def _reaction_expected(self, steps: Sequence[Sequence[Any]]) -> bool:
+        """Whether an application will draw in answer to the batch: keys other than modifiers
+        reach the window with the focus, a click the window under the pointer — none when that
+        is the bare desktop."""
+        typed = any(step[1] == "type" or (step[1] == "key" and step[2] not in _MODIFIERS) for step in steps)
+        if typed and self._focused_window() is not None:
+            return True
+        clicked = any(step[1] == "button" for step in steps)
+        return clicked and bool(self._display.screen().root.query_pointer().child)
 
     def _capture(self, settle_s: float, before: bytes | None) -> tuple[bytes, float]:
         """One PNG of a screen that stopped changing (or of the last frame when ``settle_s`` ran
