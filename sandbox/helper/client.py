@@ -369,10 +369,11 @@ class HelperClient:
         await self._call("commit", changes=wire_changes)
 
     async def desktop(self, steps: Sequence[Sequence[Any]], *, settle_s: float, size: tuple[int, int],
-                      within: float | None = None) -> wire.DesktopResult:
+                      env: Mapping[str, str] | None = None, within: float | None = None) -> wire.DesktopResult:
         """One batch of input steps on the helper's X display, then its capture."""
         return cast("wire.DesktopResult", await self._call(
-            "desktop", within=within, steps=[list(step) for step in steps], settle_s=settle_s, size=list(size)))
+            "desktop", within=within, steps=[list(step) for step in steps], settle_s=settle_s, size=list(size),
+            env=dict(env or {})))
 
 
 def _stamp(result: object, arrived: float) -> None:
@@ -494,8 +495,9 @@ class HelperSession(Session):
 
     async def desktop(self, steps: Sequence[Sequence[Any]], *, settle_s: float, size: tuple[int, int]
                       ) -> wire.DesktopResult:
-        """A batch on the sandbox's X display (a desktop image's: :mod:`sandbox.helper.desktop`)."""
-        return await (await self._client()).desktop(steps, settle_s=settle_s, size=size)
+        """A batch on the sandbox's X display (a desktop image's: :mod:`sandbox.helper.desktop`); its
+        programs get the session's environment (an egress proxy's variables among them)."""
+        return await (await self._client()).desktop(steps, settle_s=settle_s, size=size, env=self.base_env)
 
 
 class ReplaceableSession(HelperSession):

@@ -252,7 +252,7 @@ class Helper:
         """A batch on the display, started on first use; from then on commands see it too."""
         with self._lock:
             if self._desktop is None:
-                self._desktop = Desktop(self.workspace, self.env)
+                self._desktop = Desktop(self.workspace, {**self.env, **request["env"]})
                 self.env["DISPLAY"] = DISPLAY
         width, height = request["size"]
         return self._desktop.request(request["steps"], float(request["settle_s"]), (width, height))

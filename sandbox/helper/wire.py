@@ -31,7 +31,8 @@ Requests (host to helper)
     desktop   ``steps``: a list of input steps (:mod:`sandbox.helper.desktop`), played on the
               helper's X display (started, or restarted, first), then one capture;
               ``settle_s`` number >= 0 (how long the capture may wait for the screen to stop
-              changing), ``size`` ``[width, height]`` of the screen
+              changing), ``size`` ``[width, height]`` of the screen, ``env`` (as ``run``'s: added
+              to the environment of the programs the desktop starts, when it starts them)
     ========  ================================================================================
 
 Replies (helper to host)
@@ -198,6 +199,7 @@ class DesktopRequest(TypedDict):
     steps: list[list[Any]]  # [action index, kind, ...arguments]
     settle_s: float
     size: list[int]  # [width, height]
+    env: dict[str, str]
 
 
 # --- results -------------------------------------------------------------------------------
@@ -386,7 +388,6 @@ def parse_request(message: object) -> Request:
     if op not in OPS:
         raise OpError("bad_request", f"unknown op {op!r}")
     if op in ("run", "runs"):
-        env = message.get("env")
         if op == "run":
             command = message.get("command")
             _check(isinstance(command, str), op, "command", "a string")
@@ -400,10 +401,6 @@ def parse_request(message: object) -> Request:
         size = message.get("max_output_bytes")
         _check(isinstance(size, int) and not isinstance(size, bool) and size > 0, op, "max_output_bytes",
                "an integer > 0")
-        _check(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
-               op, "env", "an object of strings")
-        _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
-               op, "env", "names without '=' and values without NUL bytes")
     elif op == "cancel":
         target = message.get("target")
         _check(isinstance(target, int) and not isinstance(target, bool), op, "target", "an integer")
@@ -429,6 +426,12 @@ def parse_request(message: object) -> Request:
         _check(isinstance(size, list) and len(size) == 2
                and all(isinstance(n, int) and not isinstance(n, bool) and 16 <= n <= 8192 for n in size),
                op, "size", "[width, height] in pixels")
+    if op in ("run", "runs", "desktop"):
+        env = message.get("env")
+        _check(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
+               op, "env", "an object of strings")
+        _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
+               op, "env", "names without '=' and values without NUL bytes")
     return cast("Request", message)
 
 
