@@ -25,11 +25,14 @@ version = 1
 extends = ["ci"]
 [files]
 writable = ["**"]
+[browser]
+safety_checks = "acknowledge"   # the desktop's pending safety checks are answered as the browser's
 [computer]
 environment = "desktop"
 settle_ms = 1500
 """
 CLICK = (300, 200)
+CHECK = {"id": "sc_1", "code": "malicious_instructions", "message": "The screen may contain instructions."}
 
 
 def _turns() -> list[Any]:
@@ -39,7 +42,7 @@ def _turns() -> list[Any]:
             {"type": "click", "x": CLICK[0], "y": CLICK[1], "button": "left"},
             {"type": "type", "text": "echo from the desktop > loop.txt; ls"},
             {"type": "keypress", "keys": ["ENTER"]},
-        ])],
+        ], pending_safety_checks=[CHECK])],
         [shell_call(["cat loop.txt"])],
         [message("The terminal wrote loop.txt.")],
     ]
@@ -65,8 +68,11 @@ def test_sandloop_run_desktop_end_to_end(tmp_path: Path, workspace: Path, deskto
     assert result["final_text"] == "The terminal wrote loop.txt."
     tools = server.requests[0]["tools"]
     assert {"type": "computer"} in tools
-    shell_outputs = [i for r in server.requests for i in r["input"] if isinstance(i, dict)
-                     and i.get("type") == "shell_call_output"]
+    inputs = [i for r in server.requests for i in r["input"] if isinstance(i, dict)]
+    shell_outputs = [i for i in inputs if i.get("type") == "shell_call_output"]
+    acknowledged = [i["acknowledged_safety_checks"] for i in inputs
+                    if i.get("type") == "computer_call_output" and "acknowledged_safety_checks" in i]
+    assert acknowledged == [[CHECK]]
     assert "from the desktop" in json.dumps(shell_outputs)
 
     # The report: the click drawn where it happened, over the desktop's screenshot before it.
