@@ -360,6 +360,8 @@ class Desktop:
                     done += 1
                     self._display.flush()  # sent now: an X server gone is seen at the step it took
                 self._display.sync()
+                if before is not None and not self._reaction_expected(steps):
+                    before = None
             except OpError as exc:
                 failed = {"index": steps[done][0], "message": str(exc), "died": False}
             except (_Died, OSError, self._x.error.ConnectionClosedError) as exc:
@@ -367,8 +369,8 @@ class Desktop:
                 failed = {"index": index, "message": f"the X server went away ({type(exc).__name__})", "died": True}
                 restarted = "X server died"
                 self._start(size)
-            if (failed is not None and failed["died"]) or not self._reaction_expected(steps):
-                before = None
+            if failed is not None and failed["died"]:
+                before = None  # a fresh screen: nothing there answers the input
             played = time.monotonic()
             png, waited = self._capture(settle_s, before)
             timing: DesktopTiming = {**self.start_timing, "input_s": played - started, "settle_s": waited,
