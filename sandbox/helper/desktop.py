@@ -49,8 +49,11 @@ __all__ = ["DISPLAY", "Desktop", "encode_png", "keysym_for"]
 DISPLAY = ":0"
 _SOCKET = "/tmp/.X11-unix/X0"
 FB_DIR = "/tmp/.sandloop-fb"
-#: A frame is kept once the screen has shown exactly it for at least this long.
-QUIET_S = 0.03
+#: A frame is kept once the screen has shown exactly it for at least this long (its encoding
+#: usually takes longer).
+QUIET_S = 0.015
+#: How far apart two looks at the screen are before a frame is encoded.
+LOOK_S = 0.001
 #: How long applications get to start drawing after input before the screen counts as unchanged.
 REACT_S = 0.1
 _REACTED_TO = ("button", "key", "type")
@@ -458,8 +461,8 @@ class Desktop:
         deadline = started + settle_s
         react_until = min(deadline, started + REACT_S) if before is not None else 0.0
         while True:
+            frame = self._still(deadline)
             taken = time.monotonic()
-            frame = fb.pixels()
             png = encode_png(frame, fb.width, fb.height, fb.stride)
             quiet = QUIET_S - (time.monotonic() - taken)
             if quiet > 0:
@@ -470,6 +473,20 @@ class Desktop:
                 continue  # still changing
             if frame != before or not self._changes(frame, react_until):
                 return png, time.monotonic() - started
+
+    def _still(self, deadline: float) -> bytes:
+        """A frame the screen showed twice, :data:`LOOK_S` apart (or the last one at the
+        deadline): a screen still moving — the pointer's picture follows the server's last
+        moves, a window redraws — is followed with copies, which cost little, not encodings."""
+        assert self._fb is not None
+        frame = self._fb.pixels()
+        while time.monotonic() < deadline:
+            time.sleep(LOOK_S)
+            again = self._fb.pixels()
+            if again == frame:
+                break
+            frame = again
+        return frame
 
     def _changes(self, frame: bytes, until: float) -> bool:
         """Whether the screen stops showing ``frame`` before ``until``."""
