@@ -81,6 +81,10 @@ def test_sandloop_run_desktop_end_to_end(tmp_path: Path, workspace: Path, deskto
     assert isinstance(clicking.view, ComputerView) and clicking.view.before is not None
     marks = overlay(clicking.view.actions, 1280, 800)
     assert any(isinstance(s, Circle) and "click" in s.cls and (s.cx, s.cy) == CLICK for s in marks.shapes)
+    page = tmp_path / "report.html"
+    assert main(["report", str(log.parent), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert f'data-sha="{clicking.view.before}"' in html and 'class="click' in html and "svg" in html
     after = log.parent / "screenshots" / f"{clicking.view.after}.png"
     shot = Image.open(io.BytesIO(after.read_bytes())).convert("RGB")
     assert shot.size == (1280, 800) and len(shot.getcolors(1 << 20) or []) > 20
