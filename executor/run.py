@@ -44,6 +44,8 @@ from sandbox.backends import open_session
 from sandbox.browser import open_browser
 from sandbox.computer import Computer
 from sandbox.desktop import DesktopConfig, open_desktop
+from sandbox.desktop.live import start_live_view
+from sandbox.docker import DockerSession
 from sandloop.errors import ConfigError
 from sandloop.hostfiles import refuse_inside
 
@@ -85,6 +87,8 @@ class RunOptions:
     #: a policy file or a preset name; None: the default preset
     policy: str | Path | None = None
     browser: str = "off"  # "off", "container", "local", "auto", or "desktop" (a Linux desktop instead)
+    #: with the desktop: a VNC view of it on this machine's loopback (``--live-view``)
+    live_view: bool = False
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
     stateless: bool = False
     #: the request log; its folder holds the run's other files (default: a new run folder
@@ -198,7 +202,8 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
         if opts.browser == "desktop":
-            await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model)
+            await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model,
+                                        live_view=opts.live_view)
         elif opts.browser != "off":
             if policy.computer.environment == "desktop":
                 raise ConfigError(f"the policy's [computer] environment is \"desktop\": use --desktop, not "
@@ -228,7 +233,7 @@ def _use_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, computer: 
 
 
 async def open_desktop_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stack: contextlib.AsyncExitStack,
-                                *, repo: Path, model: str = "") -> None:
+                                *, repo: Path, model: str = "", live_view: bool = False) -> None:
     """Start a Linux desktop beside a toolbox's session (closed by ``stack``): its own container
     with the shell's hardening and network allow-list (egress decided by ``gate``), the screen and
     settle bound of the policy's [computer] section; safety checks as for the browser."""
@@ -238,6 +243,11 @@ async def open_desktop_computer(toolbox: Toolbox, gate: PolicyGate, policy: Poli
     desktop = await open_desktop(repo, config)
     stack.push_async_callback(desktop.close)
     _use_computer(toolbox, gate, policy, desktop, model)
+    if live_view and isinstance(desktop.session, DockerSession):
+        view = await start_live_view(desktop.session)
+        stack.push_async_callback(view.close)
+        print(f"sandloop: live view of the desktop: {view.url} (password {view.password}; this machine only)",
+              file=sys.stderr, flush=True)
 
 
 class Run:

@@ -3,6 +3,7 @@ browser window in one hardened container, driven by the helper inside it.
 
     steps      the computer's InputDevice as steps for the helper: a batch becomes one request
     placement  Desktop: the Computer (validate, record, one round trip, notes), and open_desktop
+    live       the optional live view: x11vnc on the container's loopback, a host loopback relay
 """
 
 from sandbox.desktop.placement import Desktop, DesktopConfig, open_desktop
