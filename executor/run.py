@@ -56,6 +56,11 @@ __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunF
 Observer = Callable[[dict[str, Any], Any], None]
 
 AUDIT_NAME = "audit.jsonl"
+#: what a run with the desktop adds to its instructions
+DESKTOP_INSTRUCTIONS = (
+    " The computer tool shows a Linux desktop (X11, the openbox window manager): a terminal (xterm) "
+    "open in the checkout at /workspace, and mousepad and chromium to start from it."
+)
 
 DEFAULT_INSTRUCTIONS = (
     "You are a careful coding agent working in a sandboxed checkout of a repository. Use the "
@@ -343,7 +348,9 @@ class Run:
         task = opts.task if task is None else task
         if not task:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
-        config = LoopConfig(model=opts.model, instructions=opts.instructions,
+        # The GA computer tool's declaration has no environment field: the model is told in words.
+        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if opts.browser == "desktop" else "")
+        config = LoopConfig(model=opts.model, instructions=instructions,
                             stateless=opts.stateless, budgets=self.runtime.budgets,
                             # the preview computer tool requires it
                             extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview")

@@ -66,6 +66,7 @@ def test_sandloop_run_desktop_end_to_end(tmp_path: Path, workspace: Path, deskto
     assert (workspace / "loop.txt").read_text() == "from the desktop\n"
     result = json.loads(out.out)
     assert result["final_text"] == "The terminal wrote loop.txt."
+    assert "Linux desktop" in server.requests[0]["instructions"]  # the GA tool cannot say it
     tools = server.requests[0]["tools"]
     assert {"type": "computer"} in tools
     inputs = [i for r in server.requests for i in r["input"] if isinstance(i, dict)]
