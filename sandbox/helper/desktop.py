@@ -160,10 +160,7 @@ class Desktop:
 
     def __init__(self, workspace: str, env: Mapping[str, str]) -> None:
         self.workspace = workspace
-        self.env = {**env, "DISPLAY": DISPLAY,
-                    # Chromium's own sandbox needs namespaces the container refuses: the
-                    # container is the sandbox (Debian's launcher reads this variable).
-                    "CHROMIUM_FLAGS": "--no-sandbox --disable-dev-shm-usage --no-first-run"}
+        self.env = {**env, "DISPLAY": DISPLAY}
         self._lock = threading.Lock()
         self._x: Any = None
         self._display: Any = None
