@@ -49,7 +49,8 @@ _RAW = r"""
 import json, sys, time
 sys.path.insert(0, %(pyz)r)
 sys.path.append("/usr/lib/python3/dist-packages")
-from sandbox.helper.desktop import FB_DIR, Framebuffer, encode_png
+from sandbox.helper.desktop import FB_DIR
+from sandbox.helper.framebuffer import Framebuffer, encode_png
 job = json.loads(sys.argv[1])
 fb = Framebuffer(FB_DIR + "/Xvfb_screen0")
 def capture():

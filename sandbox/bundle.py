@@ -45,6 +45,7 @@ HELPER_MODULES = (
     "sandbox.helper.procs",
     "sandbox.helper.files",
     "sandbox.helper.desktop",
+    "sandbox.helper.framebuffer",
     "sandbox.helper.confine",
     "sandbox.helper.seccomp_rules",
 )

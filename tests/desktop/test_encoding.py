@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from sandbox.helper import wire
-from sandbox.helper.desktop import encode_png, keysym_for
+from sandbox.helper.desktop import keysym_for
+from sandbox.helper.framebuffer import encode_png
 
 
 @pytest.mark.parametrize("pad", [0, 12])  # rows exactly 4 x width, or padded
