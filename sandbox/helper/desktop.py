@@ -30,9 +30,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import select
 import socket
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +58,7 @@ LOOK_S = 0.001
 REACT_S = 0.1
 _REACTED_TO = ("button", "key", "type")
 _MODIFIERS = ("Shift", "Control", "Alt", "Meta", "AltGraph")
+_TERMINAL_LOG = "/tmp/.sandloop-xterm.log"
 #: How long a start may take before the desktop counts as failed.
 START_S = 10.0
 #: Where Debian's python3-xlib lives; the helper runs with -I -S, without site's path.
@@ -128,14 +131,42 @@ class Desktop:
 
     # --- the processes ---------------------------------------------------------------------
 
-    def _spawn(self, argv: Sequence[str], log: str | None = None) -> subprocess.Popen[bytes]:
+    def _spawn(self, argv: Sequence[str], log: str | None = None, keep: Sequence[int] = ()
+               ) -> subprocess.Popen[bytes]:
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
         try:
             return subprocess.Popen(argv, cwd=self.workspace, env=self.env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=out, start_new_session=True)
+                                    stdout=out, stderr=out, start_new_session=True, pass_fds=keep)
         finally:
             if log:
                 out.close()  # type: ignore[union-attr]
+
+    def _terminal(self, deadline: float) -> subprocess.Popen[bytes]:
+        """xterm with a shell in the workspace. As uid 0 (a root-owned checkout) xterm cannot
+        start a shell itself — it calls initgroups(), which needs a capability the container does
+        not have — so the shell is started here on a pty that xterm drives in its slave mode."""
+        argv = ["xterm", "-u8", "-geometry", "100x30+40+40"]
+        if os.getuid() != 0:
+            return self._spawn(argv, log=_TERMINAL_LOG)
+        master, slave = os.openpty()
+        try:
+            saved = termios.tcgetattr(slave)
+            quiet = termios.tcgetattr(slave)
+            quiet[3] &= ~termios.ECHO  # the window id xterm writes first is not shown back
+            termios.tcsetattr(slave, termios.TCSANOW, quiet)
+            terminal = self._spawn([*argv, f"-S{os.ttyname(slave)}/{master}"], log=_TERMINAL_LOG, keep=(master,))
+            line = b""
+            while not line.endswith(b"\n") and time.monotonic() < deadline and terminal.poll() is None:
+                if select.select([slave], [], [], 0.05)[0]:
+                    line += os.read(slave, 256)
+            termios.tcsetattr(slave, termios.TCSANOW, saved)
+            # setsid --ctty: the shell's own session, the pty its controlling terminal
+            subprocess.Popen(["setsid", "--ctty", "bash", "-i"], cwd=self.workspace, env={**self.env, "TERM": "xterm"},
+                             stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        finally:
+            os.close(master)
+            os.close(slave)
+        return terminal
 
     def _stop(self) -> None:
         for proc in (self._wm, self._server):
@@ -180,9 +211,7 @@ class Desktop:
         # the window manager is starting up can wait seconds to be managed; one that is already
         # there is managed as the window manager starts. Then the terminal is activated as a
         # pager would (a new window's focus is not the window manager's first thought).
-        # As uid 0 (a root-owned checkout) xterm cannot start its shell: it calls initgroups(),
-        # which needs a capability the container does not have. The desktop then has no terminal.
-        terminal = self._spawn(["xterm", "-u8", "-geometry", "100x30+40+40"], log="/tmp/.sandloop-xterm.log")
+        terminal = self._terminal(deadline)
         self._until(lambda: self._mapped_window() or terminal.poll() is not None, deadline)
         mapped = time.monotonic()
         self._wm = self._spawn(["openbox"])

@@ -4,9 +4,12 @@ screenshots differ — never through a mock of X."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from sandbox.desktop import Desktop
+import pytest
+
+from sandbox.desktop import Desktop, DesktopConfig, open_desktop
 from tests.desktop.conftest import changed, file_appears, image, run_in_terminal
 
 # Where the terminal is: xterm -geometry +40+40 in openbox's frame, the 6x13 font
@@ -90,3 +93,18 @@ async def test_wait_move_and_a_right_click_are_answered(desktop: Desktop) -> Non
     ])
     assert shot.notes == ()
     assert shot.size == desktop.screen
+
+
+async def test_a_root_owned_checkout_gets_a_terminal_too(desktop_image_name: str, tmp_path: Path) -> None:
+    """As uid 0 (a root-owned checkout, every capability dropped) xterm cannot start a shell
+    itself; the helper starts it on a pty that xterm drives, and typing works the same."""
+    if os.getuid() != 0:
+        pytest.skip("only a root test runner can make a root-owned checkout")
+    root_owned = tmp_path / "root-owned"
+    root_owned.mkdir()
+    desktop = await open_desktop(root_owned, DesktopConfig())
+    try:
+        await run_in_terminal(desktop, "printf 'typed as uid %s\\n' \"$(id -u)\" > root.txt")
+        assert await file_appears(root_owned / "root.txt") == "typed as uid 0\n"
+    finally:
+        await desktop.close()
