@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -158,8 +157,6 @@ async def main() -> None:
     n = args.rounds or rounds(20, quick=3)
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-desktop-") as tmp:
-        if os.getuid() == 0:
-            os.chown(tmp, 1000, 1000)  # a user's checkout (as root, the desktop has no terminal)
         from sandbox.desktop.placement import desktop_image
 
         await asyncio.to_thread(desktop_image)  # a build is not a start
