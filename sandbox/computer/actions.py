@@ -66,6 +66,8 @@ def call_actions(call: ResponseComputerToolCall) -> Sequence[ActionLike]:
 
 
 def parse_action(raw: ActionLike) -> Action:
+    if not isinstance(raw, BaseModel | Mapping):  # JSON from elsewhere may be anything
+        raise ActionRefused("not an action object")
     data = raw.model_dump(exclude_none=True) if isinstance(raw, BaseModel) else dict(raw)
     kind = data.get("type")
     cls = _ACTIONS.get(kind) if isinstance(kind, str) else None

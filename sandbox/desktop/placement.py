@@ -22,7 +22,7 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from openai.types.responses import computer_action as ca
 
@@ -37,10 +37,22 @@ from sandbox.helper.client import HelperSession
 from sandbox.helper.wire import DesktopTiming
 from sandloop.errors import SandboxError
 
-__all__ = ["MAX_TYPED_CHARS", "NO_ACTIONS", "Desktop", "DesktopConfig", "desktop_image", "open_desktop"]
+__all__ = [
+    "MAX_ACTIONS", "MAX_SCROLL_PX", "MAX_STEPS", "MAX_TYPED_CHARS", "MAX_WAIT_S", "NO_ACTIONS", "Desktop",
+    "DesktopConfig", "desktop_image", "open_desktop",
+]
 
 #: The most characters one ``type`` action may type (each is two key events for X).
 MAX_TYPED_CHARS = 10_000
+#: The most actions one call may carry: a model's runaway batch is a note, not minutes of input.
+MAX_ACTIONS = 1_000
+#: The most pixels one scroll action may scroll per axis (each wheel click is two X events).
+MAX_SCROLL_PX = 10_000
+#: The most input steps (moves, buttons, keys) one call may play: what bounds the helper's work
+#: whatever the mix (a drag's path, many scrolls).
+MAX_STEPS = 20_000
+#: The longest one call's ``wait`` actions may wait in all (a model's loop of waits is a note).
+MAX_WAIT_S = 30.0
 _LOST = "its open windows and anything unsaved in them"
 #: The note for a call without actions.
 NO_ACTIONS = "the call has no actions: nothing was run (send a screenshot action to look at the screen)"
@@ -82,17 +94,11 @@ class Desktop(Computer):
 
     async def _run(self, actions: Sequence[ActionLike], display: Size | None, said: list[str]) -> Screenshot:
         display = declared(display, self.screen)
-        batch = _bounded(validate(actions, display))
-        recorder = StepRecorder()
-        ratio = scale(self.screen, display)
-        for recorder.index, action in enumerate(batch.actions, 1):
-            if isinstance(action, ca.Wait):
-                recorder.wait(self.config.wait_s)  # in the helper, between the steps around it
-            else:
-                await perform_action(recorder, action, ratio, wait_s=0)
+        batch = _bounded(validate(actions[:MAX_ACTIONS], display), len(actions))
+        batch, steps = await self._record(batch, scale(self.screen, display))
         said.extend(self.session.take_notes())  # a container that died since the last call
         try:
-            result = await self.session.desktop(recorder.steps, settle_s=self.config.settle_s, size=self.screen)
+            result = await self.session.desktop(steps, settle_s=self.config.settle_s, size=self.screen)
         except SandboxError as exc:
             # The container went under the batch (OOM, killed): the session starts another.
             result = await self.session.desktop([], settle_s=self.config.settle_s, size=self.screen)
@@ -114,19 +120,53 @@ class Desktop(Computer):
         png = await fitted(base64.b64decode(result["png"]), display)
         return Screenshot(png, display, notes=tuple(said))
 
+    async def _record(self, batch: Batch, ratio: tuple[float, float]) -> tuple[Batch, list[list[Any]]]:
+        """The batch's steps for the helper; the batch up to the first action that would take the
+        call beyond :data:`MAX_STEPS` input events or :data:`MAX_WAIT_S` of waiting, refused."""
+        recorder = StepRecorder()
+        waited = 0.0
+        for recorder.index, action in enumerate(batch.actions, 1):
+            played = len(recorder.steps)
+            if isinstance(action, ca.Wait):
+                recorder.wait(self.config.wait_s)  # in the helper, between the steps around it
+                waited += self.config.wait_s
+            else:
+                await perform_action(recorder, action, ratio, wait_s=0)
+            why = None
+            if len(recorder.steps) > MAX_STEPS:
+                why = (f"{action.type} would bring the call to {len(recorder.steps)} input events; one call may "
+                       f"play {MAX_STEPS} input events")
+            elif waited > MAX_WAIT_S:
+                why = f"wait would bring the call's waiting to {waited:g} s; one call may wait {MAX_WAIT_S:g} s"
+            if why is not None:
+                del recorder.steps[played:]
+                return (Batch(batch.actions[:recorder.index - 1], batch.total,
+                              notes.not_run(recorder.index, batch.total, why)), recorder.steps)
+        return batch, recorder.steps
+
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
             await self.session.close()
 
 
-def _bounded(batch: Batch) -> Batch:
-    """The batch up to a ``type`` action longer than :data:`MAX_TYPED_CHARS`, refused with a note."""
+def _bounded(batch: Batch, total: int) -> Batch:
+    """The batch up to the first action beyond the bounds (a ``type`` longer than
+    :data:`MAX_TYPED_CHARS`, a scroll further than :data:`MAX_SCROLL_PX`, the action after
+    :data:`MAX_ACTIONS` of a ``total`` longer than that), refused with a note."""
     for index, action in enumerate(batch.actions, 1):
+        why = None
         if isinstance(action, ca.Type) and len(action.text) > MAX_TYPED_CHARS:
             why = f"type text of {len(action.text)} characters; one action may type {MAX_TYPED_CHARS}"
-            return Batch(batch.actions[:index - 1], batch.total, notes.not_run(index, batch.total, why))
-    return batch
+        elif isinstance(action, ca.Scroll) and max(abs(action.scroll_x), abs(action.scroll_y)) > MAX_SCROLL_PX:
+            why = (f"scroll of ({action.scroll_x}, {action.scroll_y}) px; one action may scroll {MAX_SCROLL_PX} px "
+                   "on each axis")
+        if why is not None:
+            return Batch(batch.actions[:index - 1], total, notes.not_run(index, total, why))
+    if batch.refused is None and total > MAX_ACTIONS:
+        why = f"a call may carry {MAX_ACTIONS} actions, this one has {total}"
+        return Batch(batch.actions, total, notes.not_run(MAX_ACTIONS + 1, total, why))
+    return Batch(batch.actions, total, batch.refused) if batch.total != total else batch
 
 
 def desktop_image() -> str:

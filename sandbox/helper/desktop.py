@@ -54,6 +54,10 @@ FB_DIR = "/tmp/.sandloop-fb"
 QUIET_S = 0.015
 #: How far apart two looks at the screen are before a frame is encoded.
 LOOK_S = 0.001
+#: The longest typing waits for the screen to stop changing before spare keycodes are reused,
+#: and how long it must have stayed unchanged.
+REMAP_WAIT_S = 2.0
+REMAP_QUIET_S = 0.15
 #: How long applications get to start drawing after input before the screen counts as unchanged.
 REACT_S = 0.1
 _REACTED_TO = ("button", "key", "type")
@@ -407,9 +411,11 @@ class Desktop:
             raise OpError("internal", "desktop: no spare keycode for a character the layout lacks")
         if len(self._bound) >= len(self._spare):
             # Every spare is taken: let the applications read the keys already sent with the
-            # old mapping before any spare is mapped again.
+            # old mapping before any spare is mapped again (an Xlib client looks a key up in the
+            # mapping it fetches when it reads the key, not in the one it was sent with): until
+            # the screen has stopped showing the typing, bounded.
             self._display.sync()
-            time.sleep(0.05)
+            self._drawn(time.monotonic() + REMAP_WAIT_S)
             self._bound.clear()
         code = self._spare[len(self._bound)]
         self._display.change_keyboard_mapping(code, [(keysym, keysym)])
@@ -464,6 +470,16 @@ class Desktop:
                 break
             frame = again
         return frame
+
+    def _drawn(self, deadline: float) -> None:
+        """Until the screen has not changed for :data:`REMAP_QUIET_S` (or the deadline)."""
+        assert self._fb is not None
+        frame, since = self._fb.pixels(), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < REMAP_QUIET_S:
+            time.sleep(0.005)
+            again = self._fb.pixels()
+            if again != frame:
+                frame, since = again, time.monotonic()
 
     def _changes(self, frame: bytes, until: float) -> bool:
         """Whether the screen stops showing ``frame`` before ``until``."""
