@@ -89,9 +89,7 @@ def _batch() -> list[dict[str, Any]]:
         actions += [
             {"type": "move", "x": x, "y": y},
             {"type": "click", "x": x, "y": y, "button": "left"},
-            # sideways: openbox turns the wheel's up/down on the bare desktop into a switch of
-            # desktops, which redraws the whole screen
-            {"type": "scroll", "x": x, "y": y, "scroll_x": 100, "scroll_y": 0},
+            {"type": "scroll", "x": x, "y": y, "scroll_x": 0, "scroll_y": 100},
             {"type": "keypress", "keys": ["SHIFT"]},
             {"type": "drag", "path": [{"x": x, "y": y}, {"x": x + 40, "y": y + 20}]},
         ]

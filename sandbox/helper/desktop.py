@@ -354,10 +354,13 @@ class Desktop:
             failed: DesktopFailure | None = None
             done = 0
             try:
-                for step in steps:
+                for i, step in enumerate(steps):
                     self._play(step)
                     done += 1
-                    self._display.flush()  # sent now: an X server gone is seen at the step it took
+                    if i + 1 == len(steps) or steps[i + 1][0] != step[0]:
+                        # an action's steps sent together (one write, not one per event): an X
+                        # server gone is seen at the action it took
+                        self._display.flush()
                 self._display.sync()
                 if before is not None and not self._reaction_expected(steps):
                     before = None
