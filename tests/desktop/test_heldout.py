@@ -191,3 +191,11 @@ async def test_x_and_window_manager_killed_together_between_calls(desktop: Deskt
         shot = await desktop.perform([{"type": "wait"}])
         assert len(shot.notes) == 1 and "window manager died" in shot.notes[0], shot.notes
         await _still_works(desktop, workspace, name)
+
+
+async def test_control_characters_and_a_lone_surrogate_in_typed_text(desktop: Desktop, workspace: Path) -> None:
+    # JSON may carry a lone surrogate ("\ud800"); NUL, ESC and DEL are characters a model may send
+    for text in ("a\ud800b", "x\x00\x1b\x7fy"):
+        shot = await desktop.perform([{"type": "type", "text": text}, {"type": "keypress", "keys": ["ctrl", "u"]}])
+        assert all("not run" in note or "failed" in note for note in shot.notes), shot.notes
+    await _still_works(desktop, workspace, "after-control.txt")
