@@ -114,7 +114,7 @@ def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverride
         repo = Path(shutil.copytree(DEMO_DIR / "repo", Path(tmp) / "repo"))
         policy = args.policy or str(_page_policy(Path(tmp), page_url))
         task = (DEMO_DIR / "task.md").read_text(encoding="utf-8").format(page_url=page_url)
-        base_url, api_key, model = args.base_url, os.environ.get("OPENAI_API_KEY"), args.model
+        base_url, api_key, model = args.base_url, os.environ.get("OPENAI_API_KEY"), args.model or "gpt-5.4"
         if not live:
             from executor.testing import FakeResponsesServer
 

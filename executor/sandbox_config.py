@@ -87,6 +87,7 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
         limits=shell_limits(policy),
+        writable_root=policy.session.writable_root,
     )
     if prepared is None:
         return config

@@ -67,6 +67,7 @@ __all__ = [
     "Policy",
     "PolicyLoadError",
     "Problem",
+    "SessionSection",
     "ShellResources",
     "ShellRule",
     "ShellSection",
@@ -230,6 +231,20 @@ class BudgetSection(_Section):
     max_tool_calls: Annotated[int, Field(gt=0)] | None = 500
 
 
+class SessionSection(_Section):
+    """``[session]``: whether a session's state is snapshotted, so that a run can resume it."""
+
+    snapshot: Literal["off", "on_stop", "every_turn"] = Field(
+        default="off", description="snapshot the session (its $HOME, its root when writable, the "
+        "conversation) on a clean stop, or also at the end of every turn; `sandloop snapshot RUN` works "
+        "whatever this says")
+    writable_root: bool = Field(
+        default=False, description="the root file system stays writable, and a snapshot commits it to an image "
+        "(packages installed outside $HOME survive a resume); read-only otherwise")
+    snapshot_tmp: bool = Field(
+        default=False, description="a snapshot keeps all of /tmp, not only $HOME (/tmp/home)")
+
+
 class BackendSection(_Section):
     """``[backend]``: which back-end runs sessions, and each back-end's own options.
 
@@ -356,6 +371,7 @@ class Policy(_Section):
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
+    session: SessionSection = Field(default_factory=SessionSection)
     backend: BackendSection = Field(default_factory=BackendSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
 

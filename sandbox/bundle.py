@@ -46,6 +46,7 @@ HELPER_MODULES = (
     "sandbox.helper.files",
     "sandbox.helper.confine",
     "sandbox.helper.seccomp_rules",
+    "sandbox.helper.archive",
 )
 #: What the egress proxy carries (its entry point first).
 PROXY_MODULES = ("sandbox.egress_proxy", "sandloop.matching", "sandloop.errors")

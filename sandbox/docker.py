@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
 import socket
@@ -43,17 +44,21 @@ from docker.models.containers import Container
 from docker.types import Mount
 
 from sandloop.errors import ConfigError, SandboxError, SandboxUnavailable
+from sandloop.hostfiles import HostDir
 from sandloop.limits import Limits
 
 from . import egress, images, seccomp
+from .base import Snapshotted
 from .bundle import helper_programs
 from .ca import ca_env, ca_mount
 from .helper.client import HelperClient, ReplaceableSession
 from .helper.confine import EXEC
+from .helper.main import ARCHIVE
 from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
+from .snapshots import HOME_TAR
 
 __all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
            "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
@@ -67,6 +72,8 @@ HELPER_PATH = f"{HELPER_DIR}/helper.pyz"
 SUBREAPER_PATH = f"{HELPER_DIR}/subreaper"
 #: Where the directory of the host's socket for the helper appears (idem).
 SOCKET_DIR = f"{HELPER_DIR}/socket"
+#: Where a resumed session's snapshot of /tmp appears (idem), for the helper to unpack.
+RESTORE_PATH = f"{HELPER_DIR}/restore.tar"
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -120,6 +127,12 @@ class DockerConfig:
     #: :data:`~sandbox.ca.CA_PATH`, never over the image's own bundle, and named by
     #: the variables each client reads (:data:`~sandbox.ca.CA_VARIABLES`).
     ca_bundle: str | None = None
+    #: The root file system stays writable (a policy's ``[session] writable_root``), so that a
+    #: snapshot can commit what commands installed there; read-only otherwise.
+    writable_root: bool = False
+    #: A snapshot's tar of /tmp (a host file, mounted read-only), unpacked by the helper inside
+    #: the container before its first request: a resumed session's $HOME.
+    restore: str | None = None
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -393,6 +406,8 @@ class DockerSession(ReplaceableSession):
             mounts.append(ca_mount(cfg.ca_bundle))
         if listener is not None:
             mounts.append(listener.mount(SOCKET_DIR))
+        if cfg.restore:
+            mounts.append(Mount(RESTORE_PATH, cfg.restore, type="bind", read_only=True))
         return mounts
 
     def _create_container(self, listener: HelperListener | None) -> Container:
@@ -404,7 +419,8 @@ class DockerSession(ReplaceableSession):
         # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
         host_config = hardened_host_config(
             api, mounts=mounts, network=cfg.network, memory=cfg.memory, cpus=cfg.cpus,
-            pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime)
+            pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime,
+            read_only=not cfg.writable_root)
         # -I: nothing from the environment, the working directory or user site-packages; -S: no
         # site module at all (the helper is standard library only; ≈5 ms of every start).
         command = ["python3", "-I", "-S", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
@@ -413,6 +429,8 @@ class DockerSession(ReplaceableSession):
             command += ["--subreaper", SUBREAPER_PATH]
         if listener is not None:
             command += ["--socket", f"{SOCKET_DIR}/{SOCKET_NAME}"]
+        if cfg.restore:
+            command += ["--restore", RESTORE_PATH]
         created = api.create_container(
             self.image,
             command=command,
@@ -573,6 +591,49 @@ class DockerSession(ReplaceableSession):
             # Otherwise every session leaves its connection pool's sockets open until garbage
             # collection: a harness that opens hundreds of sessions runs out of descriptors.
             await asyncio.to_thread(self.client.close)
+
+    # --- snapshots ------------------------------------------------------------------------
+
+    async def capture(self, into: HostDir, *, names: Sequence[str],
+                       commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
+        """/tmp's ``names`` as a tar in ``into`` (written by the helper's archive mode inside the
+        container, under the seccomp filter), and, given ``commit`` (tag, labels), the root file
+        system committed to that image by the engine."""
+        await self._client()  # a live container: a dead one is replaced first, as for a command
+        container = self.container
+        assert container is not None
+        size, digest = await asyncio.to_thread(self._archive, container, into, names)
+        image = None
+        if commit is not None:
+            tag, labels = commit
+            with engine_errors("cannot commit the sandbox's root file system"):
+                repository, _, version = tag.partition(":")
+                committed = await asyncio.to_thread(container.commit, repository=repository, tag=version,
+                                                    conf={"Labels": dict(labels)}, pause=True)
+            image = str(committed.id)
+        return Snapshotted(tar_bytes=size, tar_sha256=digest, image=image)
+
+    def _archive(self, container: Container, into: HostDir, names: Sequence[str]) -> tuple[int, str]:
+        api = self.client.api
+        errors: list[bytes] = []
+        digest = hashlib.sha256()
+
+        def chunks() -> Iterator[bytes]:
+            with engine_errors("cannot snapshot the sandbox's files"):
+                run = api.exec_create(container.id, ["python3", "-I", "-S", HELPER_PATH, ARCHIVE, *names],
+                                      user=self.user, stdout=True, stderr=True)
+                for out, err in api.exec_start(run["Id"], stream=True, demux=True):
+                    if err:
+                        errors.append(err)
+                    if out:
+                        digest.update(out)
+                        yield out
+                code = api.exec_inspect(run["Id"]).get("ExitCode")
+            if code != 0:
+                raise SandboxError(f"the sandbox's files could not be archived (exit {code}): "
+                                   f"{_one_line(b''.join(errors).decode(errors='replace')[-300:])}")
+
+        return into.replace_from(HOME_TAR, chunks()), digest.hexdigest()
 
     # --- facts for doctor and tests --------------------------------------------------------
 

@@ -17,6 +17,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from sandloop.errors import HostPathRefused
@@ -138,15 +139,27 @@ class HostDir:
     def replace(self, name: str, data: bytes) -> None:
         """Write the file whole: a fresh temporary name, then an atomic rename over ``name``
         (a link planted at ``name`` is replaced, never followed)."""
+        self.replace_from(name, [data])
+
+    def replace_from(self, name: str, chunks: Iterable[bytes]) -> int:
+        """:meth:`replace` with the content as it arrives (a stream too large to hold);
+        returns its size. A failure mid-stream leaves ``name`` as it was."""
         tmp = f".{_name(name)}.{secrets.token_hex(4)}.tmp"
         fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        size = 0
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                size += len(view)
+                while view:
+                    view = view[os.write(fd, view):]
+        except BaseException:
             os.close(fd)
+            os.unlink(tmp, dir_fd=self._fd)
+            raise
+        os.close(fd)
         os.rename(tmp, _name(name), src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        return size
 
     def create_once(self, name: str, data: bytes) -> None:
         """Write a content-addressed file unless it is already there."""

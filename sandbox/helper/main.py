@@ -54,7 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from sandbox.helper import confine, procs, wire
+from sandbox.helper import archive, confine, procs, wire
 from sandbox.helper.files import Workspace
 from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     StepSink = Callable[[StepReply], None]
 
-__all__ = ["Helper", "main"]
+__all__ = ["ARCHIVE", "Helper", "main"]
 
 # After the shell exits, pipes still held by background children are drained until they close,
 # until QUIET_S passes with no new bytes, or until DRAIN_MAX_S — whichever comes first.
@@ -79,6 +79,8 @@ MAX_READ_BYTES = 64 << 20
 #: ready): a session's requests reuse threads instead of starting one each.
 WORKER_IDLE_S = 30.0
 
+#: The helper's first argument for its archive mode (the snapshot's tar of /tmp, on stdout).
+ARCHIVE = "--archive"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -550,6 +552,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [confine.EXEC]:  # not a helper: the seccomp filter, then a program (see confine)
         return confine.exec_confined(argv[1:])
+    if argv[:1] == [ARCHIVE]:  # not a helper: the seccomp filter, then /tmp's entries as a tar on stdout
+        refused = confine.confine(required=True)
+        if refused is not None:
+            print(refused, file=sys.stderr)
+            return 1
+        archive.archive(argv[1:], sys.stdout.buffer)
+        return 0
     parser = argparse.ArgumentParser(prog="sandloop-helper")
     parser.add_argument("--workspace", default="/workspace")
     parser.add_argument("--idle", type=float, default=900.0, help="exit after this long without a request")
@@ -558,6 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
     parser.add_argument("--socket", help="a unix socket of the host's to serve requests on as well")
     parser.add_argument("--no-seccomp", action="store_true", help="run without sandloop's seccomp filter")
+    parser.add_argument("--restore", help="a snapshot's tar of /tmp to unpack before serving")
     args = parser.parse_args(argv)
     # Before any command can run: sandloop's seccomp filter, inherited by all of them (confine.py).
     refusal = confine.confine(required=not args.no_seccomp)
@@ -579,6 +589,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     if refusal is not None:  # no filter, no command: every request is answered with the reason
         return confine.refuse(in_fd, out_fd, refusal)
+    if args.restore:  # under the filter, before the first request: a resumed session's files
+        archive.restore(args.restore)
     os.makedirs(args.home, exist_ok=True)
     # Before anything is read: the host's first request (its hello) learns whether this worked.
     sock = _connect(args.socket) if args.socket else None
