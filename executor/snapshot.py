@@ -126,15 +126,24 @@ class Snapshotter:
         return ["."] if self.settings.snapshot_tmp else ["home"]
 
     async def take(self, state: LoopState, *, reason: str, turn: TurnRecord | None = None) -> Path:
-        """Snapshot the session at ``state``; after a ``turn`` that ran nothing that could
-        change the sandbox or the checkout, and whose /tmp did not change, only the state is
-        written again. Returns the snapshot's folder."""
+        """Snapshot the session at ``state``. After a ``turn`` (every_turn), only what may have
+        changed is taken again: /tmp when its listing (names, sizes, times) changed, the root
+        when the turn ran a command, the checkout's listing when it ran a command or a patch;
+        the state always. Returns the snapshot's folder."""
         async with self._lock:
             into = HostDir(self.folder).subdir(FOLDER)
             try:
-                sandbox_too = turn is None or self.count == 0 or await self._changed(turn)
-                if sandbox_too:
-                    await self._sandbox(into)
+                whole = turn is None or self.count == 0
+                changing = whole or any(call.type in _CHANGING for call in (turn.calls if turn else []))
+                fingerprint = await self._tmp_fingerprint()
+                tar_too = whole or fingerprint != self._fingerprint
+                root_too = self.settings.writable_root and changing
+                if tar_too or root_too:
+                    await self._sandbox(into, tar=tar_too, root=root_too)
+                self._fingerprint = fingerprint
+                if changing:
+                    listing = await asyncio.to_thread(checkout_listing, self.facts.repo)
+                    into.replace(CHECKOUT, json.dumps(listing).encode())
                 into.replace(STATE, json.dumps(state.to_json(), ensure_ascii=False).encode())
                 self.count += 1
                 into.replace(MANIFEST, json.dumps(self._manifest(state, reason), indent=2).encode())
@@ -142,28 +151,22 @@ class Snapshotter:
                 into.close()
             return self.folder / FOLDER
 
-    async def _changed(self, turn: TurnRecord) -> bool:
-        if any(call.type in _CHANGING for call in turn.calls):
-            return True
-        return await self._tmp_fingerprint() != self._fingerprint
-
     async def _tmp_fingerprint(self) -> str:
         result = await self.session.run(_FINGERPRINT.format(names=" ".join(self.names)), timeout_s=30)
         return result.stdout.text.strip()
 
-    async def _sandbox(self, into: HostDir) -> None:
+    async def _sandbox(self, into: HostDir, *, tar: bool, root: bool) -> None:
         commit = None
-        if self.settings.writable_root:
+        if root:
             labels = image_labels(self.facts.run_id, self.facts.base_image or "")
             commit = (image_tag(self.facts.run_id, self.count + 1), labels)
-        self._fingerprint = await self._tmp_fingerprint()
-        kept = await self.session.capture(into, names=self.names, commit=commit)
-        if kept.image is not None and self._image not in (None, kept.image):
-            await asyncio.to_thread(_forget_image, self._image)  # only the latest commit is resumed
-        self._image = kept.image
-        self._tar = {"name": HOME_TAR, "bytes": kept.tar_bytes, "sha256": kept.tar_sha256}
-        listing = await asyncio.to_thread(checkout_listing, self.facts.repo)
-        into.replace(CHECKOUT, json.dumps(listing).encode())
+        kept = await self.session.capture(into, names=self.names if tar else None, commit=commit)
+        if kept.image is not None:
+            if self._image not in (None, kept.image):
+                await asyncio.to_thread(_forget_image, self._image)  # only the latest commit is resumed
+            self._image = kept.image
+        if tar:
+            self._tar = {"name": HOME_TAR, "bytes": kept.tar_bytes, "sha256": kept.tar_sha256}
 
     def _manifest(self, state: LoopState, reason: str) -> dict[str, Any]:
         facts, loaded = self.facts, self.facts.engine.loaded

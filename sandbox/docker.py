@@ -594,15 +594,15 @@ class DockerSession(ReplaceableSession):
 
     # --- snapshots ------------------------------------------------------------------------
 
-    async def capture(self, into: HostDir, *, names: Sequence[str],
+    async def capture(self, into: HostDir, *, names: Sequence[str] | None,
                        commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
-        """/tmp's ``names`` as a tar in ``into`` (written by the helper's archive mode inside the
-        container, under the seccomp filter), and, given ``commit`` (tag, labels), the root file
-        system committed to that image by the engine."""
+        """/tmp's ``names`` (None: not this time) as a tar in ``into`` (written by the helper's
+        archive mode inside the container, under the seccomp filter), and, given ``commit`` (tag,
+        labels), the root file system committed to that image by the engine."""
         await self._client()  # a live container: a dead one is replaced first, as for a command
         container = self.container
         assert container is not None
-        size, digest = await asyncio.to_thread(self._archive, container, into, names)
+        size, digest = await asyncio.to_thread(self._archive, container, into, names) if names else (0, "")
         image = None
         if commit is not None:
             tag, labels = commit
