@@ -25,15 +25,17 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from executor.environment import environment_config
 from executor.loop import LoopState, TurnRecord
 from policies.audit import Head, check
-from policies.engine import PolicyEngine
+from policies.engine import PolicyEngine, load_policy
 from policies.model import SessionSection
+from sandbox.backends import open_session
 from sandbox.base import Session
 from sandbox.snapshots import FOLDER, HOME_TAR, MANIFEST, image_labels, image_tag
 from sandloop import __version__
@@ -42,7 +44,7 @@ from sandloop.hostfiles import HostDir, state_dir
 
 __all__ = ["FORMAT", "STATE", "LoadedSnapshot", "PolicyChanged", "RunFacts", "SnapshotError", "Snapshotter",
            "checkout_listing",
-           "copy_tar", "drift", "link_audit", "load", "require_image", "run_folder_of"]
+           "copy_tar", "drift", "link_audit", "load", "require_image", "run_folder_of", "session_factory"]
 
 #: the layout this sandloop writes and reads; another one is refused, naming the version that wrote it
 FORMAT = 1
@@ -331,3 +333,33 @@ def copy_tar(snapshot: LoadedSnapshot, folder: Path) -> Path:
     # stay the host's own (0700), so no other local user reaches it.
     os.chmod(path, 0o644, follow_symlinks=False)
     return path
+
+
+async def session_factory(run: str | Path, *, repo: str | Path | None = None) -> Callable[[], Awaitable[Session]]:
+    """A factory of sessions that each start from RUN's snapshot — its $HOME, its root image —
+    under the snapshot's policy (refused if it changed), for :class:`sandbox.pool.SessionPool`:
+    branch many sandboxes from one point (evaluations, rollouts). Each is independent of the
+    others; a pool hands out sandboxes, not the conversation (``open_run(resume=...)`` continues
+    that). The snapshot must stay while the pool starts sessions from it."""
+    loaded = await asyncio.to_thread(load, run)
+    engine = await asyncio.to_thread(load_policy, loaded.manifest["policy"]["spec"])
+    loaded.check_policy(engine, changed_ok=False)
+    if loaded.image is not None:
+        import docker
+
+        client = await asyncio.to_thread(docker.from_env)
+        try:
+            await asyncio.to_thread(require_image, loaded, client)
+        finally:
+            client.close()
+    workspace = Path(repo or loaded.manifest["repo"]).resolve()
+    backend = engine.policy.backend.type
+    config = await environment_config(engine.loaded, workspace, backend=backend, image=None, log_dir=None,
+                                      on_event=None)
+    config = replace(config, restore=str(loaded.tar), image=loaded.image or config.image)
+    options = engine.policy.backend.options(backend)
+
+    async def open_one() -> Session:
+        return await open_session(backend, workspace, config, options, where=engine.loaded.where)
+
+    return open_one

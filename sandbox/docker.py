@@ -58,7 +58,7 @@ from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
-from .snapshots import HOME_TAR
+from .snapshots import HOME_TAR, TAR_MODE
 
 __all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
            "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
@@ -608,9 +608,11 @@ class DockerSession(ReplaceableSession):
             tag, labels = commit
             with engine_errors("cannot commit the sandbox's root file system"):
                 repository, _, version = tag.partition(":")
-                committed = await asyncio.to_thread(container.commit, repository=repository, tag=version,
-                                                    conf={"Labels": dict(labels)}, pause=True)
-            image = str(committed.id)
+                await asyncio.to_thread(container.commit, repository=repository, tag=version,
+                                        conf={"Labels": dict(labels)}, pause=True)
+            # by its tag: removing a tag a later snapshot's image builds on leaves the shared
+            # layers to that image, where removing the id would fail
+            image = tag
         return Snapshotted(tar_bytes=size, tar_sha256=digest, image=image)
 
     def _archive(self, container: Container, into: HostDir, names: Sequence[str]) -> tuple[int, str]:
@@ -633,7 +635,7 @@ class DockerSession(ReplaceableSession):
                 raise SandboxError(f"the sandbox's files could not be archived (exit {code}): "
                                    f"{_one_line(b''.join(errors).decode(errors='replace')[-300:])}")
 
-        return into.replace_from(HOME_TAR, chunks()), digest.hexdigest()
+        return into.replace_from(HOME_TAR, chunks(), mode=TAR_MODE), digest.hexdigest()
 
     # --- facts for doctor and tests --------------------------------------------------------
 

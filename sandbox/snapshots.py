@@ -22,8 +22,22 @@ from typing import Any
 from sandloop import __version__
 from sandloop.hostfiles import state_dir
 
-__all__ = ["BASE_LABEL", "FOLDER", "HOME_TAR", "MANIFEST", "REPOSITORY", "RUN_LABEL", "VERSION_LABEL",
-           "StoredSnapshot", "image_labels", "image_tag", "list_snapshots", "prune", "remove_image"]
+__all__ = [
+    "BASE_LABEL",
+    "FOLDER",
+    "HOME_TAR",
+    "MANIFEST",
+    "REPOSITORY",
+    "RUN_LABEL",
+    "TAR_MODE",
+    "VERSION_LABEL",
+    "StoredSnapshot",
+    "image_labels",
+    "image_tag",
+    "list_snapshots",
+    "prune",
+    "remove_image",
+]
 
 REPOSITORY = "sandloop-snapshot"
 RUN_LABEL = "sandloop.snapshot.run"
@@ -34,6 +48,9 @@ FOLDER = "snapshot"
 MANIFEST = "manifest.json"
 #: the sandbox's /tmp (its $HOME), as the sandbox wrote it
 HOME_TAR = "tmp.tar"
+#: the tar's mode: a resumed sandbox's user reads it through a read-only mount; the snapshot's
+#: folder (0700, the host's) keeps every other local user out
+TAR_MODE = 0o644
 
 
 def image_tag(run_id: str, count: int) -> str:

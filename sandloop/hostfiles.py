@@ -141,11 +141,11 @@ class HostDir:
         (a link planted at ``name`` is replaced, never followed)."""
         self.replace_from(name, [data])
 
-    def replace_from(self, name: str, chunks: Iterable[bytes]) -> int:
+    def replace_from(self, name: str, chunks: Iterable[bytes], *, mode: int = 0o600) -> int:
         """:meth:`replace` with the content as it arrives (a stream too large to hold);
         returns its size. A failure mid-stream leaves ``name`` as it was."""
         tmp = f".{_name(name)}.{secrets.token_hex(4)}.tmp"
-        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         size = 0
         try:
             for chunk in chunks:

@@ -11,14 +11,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import openai
 import pytest
 
 import executor
-from executor.snapshot import SnapshotError
+from executor.snapshot import SnapshotError, session_factory
 from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
 from policies.audit import check
-from tests.api.scenario import outputs
+from sandbox.pool import SessionPool
+from sandbox.snapshots import RUN_LABEL, prune
+from tests.api.scenario import make_repo, outputs
 
 pytestmark = pytest.mark.docker
 
@@ -146,3 +149,58 @@ async def test_bad_snapshots_are_one_line_errors(repo: Path, tmp_path: Path) -> 
         await executor.open_run(repo, model="scripted", api_key="x", resume=first)
     assert "--policy-changed-ok" in str(changed.value) and "+max_turns = 7" in changed.value.difference
     assert snap.is_dir()  # nothing of the snapshot was touched
+
+
+async def test_a_writable_root_is_committed_and_resumed_and_pruned(
+        docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a root-owned checkout runs as uid 0 (every capability dropped): it can install where root
+    # owns the root file system
+    root_repo = make_repo(tmp_path / "root-repo", uid=0)
+    monkeypatch.setenv("SANDLOOP_TEST_SECRET", "host-secret-in-env-77aa")
+    install = "mkdir -p /opt/rootpkg && echo 'rooted' > /opt/rootpkg/version && echo root-installed"
+    model = ScriptedModel([[shell_call([install, INSTALL])], [message("installed")],
+                           [shell_call(["cat /opt/rootpkg/version", USE])], [message("both there")]])
+    with FakeResponsesServer(model) as server:
+        first = await _first_run(root_repo, _policy(tmp_path, "writable_root = true\n"), server)
+        manifest = json.loads((first / "snapshot" / "manifest.json").read_text())
+        image = docker_client.images.get(manifest["image"])
+        # labelled like the environments, and nothing of the host's in its configuration
+        assert image.labels[RUN_LABEL] == first.name
+        config = json.dumps(image.attrs["Config"])
+        assert "sk-snapshot-secret" not in config and "host-secret-in-env" not in config
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        async with executor.open_run(root_repo, model="scripted", client=client, resume=first) as run:
+            await run.task("are they there?")
+        await client.close()
+    assert not server.rejections, server.rejections
+    found = _stdout(outputs(server.requests, "shell_call_output")[-1])
+    assert "rooted" in found and "snapmod 42" in found
+    # its image removed by hand: a resume says so in one line
+    docker_client.images.remove(manifest["image"])
+    with pytest.raises(SnapshotError, match=r"needs its root image .* which was removed \(pruned\)"):
+        await executor.open_run(root_repo, model="scripted", api_key="x", resume=first)
+    # pruned: the folder and the resumed run's image go too
+    removed = prune(older_than_days=None, everything=True, client=docker_client)
+    assert first.name in {snap.run_id for snap in removed}
+    for snap in removed:
+        assert not snap.folder.exists()
+        if snap.image:
+            with pytest.raises(docker.errors.ImageNotFound):
+                docker_client.images.get(snap.image)
+    with pytest.raises(SnapshotError, match="no snapshot in"):
+        await executor.open_run(root_repo, model="scripted", api_key="x", resume=first)
+
+
+async def test_a_pool_is_fed_from_a_snapshot(repo: Path, tmp_path: Path) -> None:
+    model = ScriptedModel([[shell_call([INSTALL])], [message("installed")]])
+    with FakeResponsesServer(model) as server:
+        first = await _first_run(repo, _policy(tmp_path), server)
+    async with SessionPool(await session_factory(first), size=2) as pool:
+        one, two = await pool.acquire(), await pool.acquire()
+        assert "snapmod 42" in (await one.run(USE)).stdout.text
+        assert "snapmod 42" in (await two.run(USE)).stdout.text
+        await one.run("echo mine > ~/only-in-one")
+        assert (await two.run("ls ~")).stdout.text.split() == []  # branches from one point, apart
+        assert (await one.run("cat ~/only-in-one")).stdout.text == "mine\n"
+        await pool.release(one)
+        await pool.release(two)
