@@ -40,7 +40,10 @@ def _sandloop(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run([SANDLOOP, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["asked", "every_turn"])
+def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path, when: str) -> None:
+    """``asked``: ``sandloop snapshot RUN`` while the model thinks; ``every_turn``: nobody asks,
+    the policy snapshots each turn's end."""
     arrived, release = threading.Event(), threading.Event()
 
     def thinking(body: dict[str, Any], history: list[Any]) -> Any:
@@ -50,7 +53,9 @@ def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path) -> N
 
     model = ScriptedModel([[shell_call([INSTALL, WRITER, "sleep 0.5"])], thinking,
                            [shell_call([USE, COUNT])], [message("snapmod is still there")]])
-    policy = _policy(tmp_path)
+    policy = _policy(tmp_path, 'snapshot = "every_turn"\n' if when == "every_turn" else "")
+    if when == "every_turn":
+        policy.write_text(policy.read_text().replace('snapshot = "on_stop"\n', ""))
     state = tmp_path / "state"
     env = _env(state)
     with FakeResponsesServer(model) as server:
@@ -60,9 +65,10 @@ def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path) -> N
         try:
             assert arrived.wait(120), front.stderr.read() if front.poll() is not None else "no second request"
             (run,) = list((state / "sandloop" / "runs").iterdir())
-            took = _sandloop("snapshot", run.name, env=env)
-            assert took.returncode == 0, took.stderr
-            assert f"--resume {run.name}" in took.stdout
+            if when == "asked":
+                took = _sandloop("snapshot", run.name, env=env)
+                assert took.returncode == 0, took.stderr
+                assert f"--resume {run.name}" in took.stdout
             front.send_signal(signal.SIGKILL)  # the owner dies: its container goes with it
             front.wait(30)
         finally:
