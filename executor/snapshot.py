@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import json
 import os
+import secrets
+import shlex
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -52,8 +55,9 @@ STATE = "state.json"
 CHECKOUT = "checkout.json"
 #: calls that can change the sandbox or the checkout: after a turn with none, nothing is re-taken
 _CHANGING = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "custom_tool_call"})
-#: one line a command prints of what /tmp holds (names, sizes, times): the same line, nothing changed
-_FINGERPRINT = "cd /tmp && find {names} -xdev -printf '%p %s %T@ %m\\n' 2>/dev/null | cksum"
+#: what /tmp holds (names, sizes, times, modes), one process (no shell pipeline: every turn pays
+#: for it); hashed on the host: the same listing, nothing changed
+_FINGERPRINT = "find {names} -xdev -printf '%p %s %T@ %m\\n'"
 
 
 class SnapshotError(ConfigError):
@@ -154,8 +158,11 @@ class Snapshotter:
             return self.folder / FOLDER
 
     async def _tmp_fingerprint(self) -> str:
-        result = await self.session.run(_FINGERPRINT.format(names=" ".join(self.names)), timeout_s=30)
-        return result.stdout.text.strip()
+        names = " ".join(shlex.quote(f"/tmp/{name}") for name in self.names)
+        result = await self.session.run(_FINGERPRINT.format(names=names), timeout_s=30)
+        if result.stdout.truncated:  # a listing too long to keep whole: taken as changed
+            return secrets.token_hex(8)
+        return hashlib.sha256(result.stdout.text.encode()).hexdigest()
 
     async def _sandbox(self, into: HostDir, *, tar: bool, root: bool) -> None:
         commit = None
