@@ -102,7 +102,7 @@ def restore(path: str, *, root: str = ROOT) -> int:
                 continue
             try:
                 tar.extract(checked, root, set_attrs=not checked.issym(), numeric_owner=True, **_TRUSTED)
-            except (OSError, tarfile.TarError) as exc:
+            except (OSError, KeyError, tarfile.TarError) as exc:  # a hard link to no member: KeyError
                 skipped += 1
                 print(f"sandloop restore: skipped {member.name}: {exc}", file=sys.stderr)
     return skipped
