@@ -76,10 +76,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not (os.environ.get("OPENAI_API_KEY") or args.base_url
             or os.environ.get("OPENAI_BASE_URL")):
         return fail(args, ExitCode.USAGE, "set OPENAI_API_KEY (or use --demo to run offline)")
-    if not Path(args.repo).is_dir():
-        return fail(args, ExitCode.USAGE, f"--repo {args.repo} is not a directory")
+    repo = Path(args.repo or ".")
+    if not repo.is_dir():
+        return fail(args, ExitCode.USAGE, f"--repo {repo} is not a directory")
     opts = RunOptions(
-        task=args.task, repo=Path(args.repo or "."), model=args.model or _MODEL, base_url=args.base_url,
+        task=args.task, repo=repo, model=args.model or _MODEL, base_url=args.base_url,
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
         browser=args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,

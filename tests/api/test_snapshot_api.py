@@ -17,7 +17,7 @@ import pytest
 
 import executor
 from executor.snapshot import SnapshotError, session_factory
-from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
+from executor.testing import FakeResponsesServer, ScriptedModel, message, reasoning, shell_call
 from policies.audit import check
 from sandbox.pool import SessionPool
 from sandbox.snapshots import RUN_LABEL, prune
@@ -204,3 +204,32 @@ async def test_a_pool_is_fed_from_a_snapshot(repo: Path, tmp_path: Path) -> None
         assert (await one.run("cat ~/only-in-one")).stdout.text == "mine\n"
         await pool.release(one)
         await pool.release(two)
+
+
+async def test_a_stateless_run_resumes_with_its_history_and_the_drift_is_told(repo: Path, tmp_path: Path) -> None:
+    model = ScriptedModel([[reasoning(["install first"]), shell_call([INSTALL])], [message("installed")],
+                           [shell_call([USE])], [message("still there")]])
+    with FakeResponsesServer(model) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        async with executor.open_run(repo, policy=_policy(tmp_path), model="scripted", client=client,
+                                     stateless=True) as run:
+            await run.task("install snapmod")
+            first = run.folder
+        (repo / "calc.py").write_text("changed on the host\n")  # the checkout moves on meanwhile
+        (repo / "new.txt").write_text("new\n")
+        async with executor.open_run(repo, model="scripted", client=client, resume=first) as run:
+            notes = run.resume_notes
+            outcome = await run.task("check")
+        await client.close()
+    assert not server.rejections, server.rejections  # the strict server checks the replay
+    assert outcome.result.exit_code is executor.ExitCode.ANSWERED
+    resumed = server.requests[2]
+    assert resumed["store"] is False and "previous_response_id" not in resumed
+    kinds = [item.get("type") for item in resumed["input"]]
+    # the whole history: the task, the reasoning item (encrypted content kept), the call, its
+    # output, the answer, then the new task
+    assert kinds == [None, "reasoning", "shell_call", "shell_call_output", "message", None]
+    assert resumed["input"][1]["encrypted_content"]
+    assert "snapmod 42" in _stdout(outputs(server.requests, "shell_call_output")[-1])
+    assert any("the checkout changed since the snapshot: 2 path(s) differ" in note for note in notes)
+    assert (repo / "calc.py").read_text() == "changed on the host\n"  # never overwritten
