@@ -264,6 +264,15 @@ async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stac
     toolbox.functions.extend(navigation_tools(browser))
 
 
+def _policy_spec(policy: str | Path | None) -> str | None:
+    """How a snapshot names the run's policy: a file by its absolute path (a resume may start
+    elsewhere), a preset by its name."""
+    if policy is None:
+        return None
+    path = Path(policy)
+    return str(path.resolve()) if path.is_file() else str(policy)
+
+
 class Run:
     """One run opened from a policy: its back-ends, its files, and the loop to drive them.
 
@@ -298,7 +307,7 @@ class Run:
         self._state: LoopState | None = None
         self._continue = False
         self.snapshotter = Snapshotter(files.folder, session, RunFacts(
-            run_id=log.run_id, repo=opts.repo.resolve(), policy=str(opts.policy) if opts.policy else None,
+            run_id=log.run_id, repo=opts.repo.resolve(), policy=_policy_spec(opts.policy),
             engine=runtime.engine, model=opts.model, base_url=opts.base_url, instructions=opts.instructions,
             backend=type(session).__name__, base_image=getattr(session, "image", None)), runtime.audit.head)
 

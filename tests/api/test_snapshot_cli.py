@@ -40,10 +40,11 @@ def _sandloop(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run([SANDLOOP, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("when", ["asked", "every_turn"])
+@pytest.mark.parametrize("when", ["asked", "every_turn", "ctrl_c"])
 def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path, when: str) -> None:
-    """``asked``: ``sandloop snapshot RUN`` while the model thinks; ``every_turn``: nobody asks,
-    the policy snapshots each turn's end."""
+    """``asked``: ``sandloop snapshot RUN`` while the model thinks, then SIGKILL; ``every_turn``:
+    nobody asks, the policy snapshots each turn's end, then SIGKILL; ``ctrl_c``: SIGINT while
+    the model thinks, and the policy's on_stop snapshot."""
     arrived, release = threading.Event(), threading.Event()
 
     def thinking(body: dict[str, Any], history: list[Any]) -> Any:
@@ -69,8 +70,13 @@ def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path, when
                 took = _sandloop("snapshot", run.name, env=env)
                 assert took.returncode == 0, took.stderr
                 assert f"--resume {run.name}" in took.stdout
-            front.send_signal(signal.SIGKILL)  # the owner dies: its container goes with it
-            front.wait(30)
+            if when == "ctrl_c":
+                front.send_signal(signal.SIGINT)  # a clean stop: the snapshot is taken on the way out
+                front.wait(120)
+                assert "interrupted" in front.stderr.read()
+            else:
+                front.send_signal(signal.SIGKILL)  # the owner dies: its container goes with it
+                front.wait(30)
         finally:
             release.set()
             if front.poll() is None:
@@ -94,6 +100,7 @@ def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path, when
 
         resumed = _sandloop("run", "--resume", run.name, "check snapmod", "--json", env=env)
         assert resumed.returncode == 0, resumed.stderr
+        assert ("the model is asked again" in resumed.stderr) == (when == "ctrl_c")
     assert not server.rejections, server.rejections
     result = json.loads(resumed.stdout)
     assert result["final_text"] == "snapmod is still there"
