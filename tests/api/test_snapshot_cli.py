@@ -123,6 +123,12 @@ def test_a_killed_run_resumes_from_its_snapshot(repo: Path, tmp_path: Path, when
     assert verified.returncode == 0, verified.stdout + verified.stderr
     listed = _sandloop("snapshot", "ls", "--json", env=env)
     assert run.name in {snap["run_id"] for snap in json.loads(listed.stdout)}
+    counted = _sandloop("gc", env=env)
+    assert "snapshot(s) kept" in counted.stdout  # gc leaves them alone, and says so
+    pruned = _sandloop("snapshot", "prune", "--all", "--json", env=env)
+    assert run.name in {snap["run_id"] for snap in json.loads(pruned.stdout)}
+    assert not (run / "snapshot").exists() and (run / "audit.jsonl").exists()
+    assert json.loads(_sandloop("snapshot", "ls", "--json", env=env).stdout) == []
 
 
 def test_snapshot_of_a_run_that_is_not_running_is_one_line(tmp_path: Path, user_workspace: Path) -> None:
