@@ -396,7 +396,10 @@ class Run:
         return await self.snapshotter.take(self._state or LoopState(None, [], []), reason=reason)
 
     async def _every_turn(self, turn: TurnRecord, state: LoopState) -> None:
-        await self.snapshotter.take(state, reason="turn", turn=turn)
+        try:
+            await self.snapshotter.take(state, reason="turn", turn=turn)
+        except (SandloopError, OSError) as exc:  # the run goes on; the last good snapshot stays
+            log.warning("the snapshot at turn %d failed: %s", turn.index, describe(exc))
 
     async def _on_stop(self, loop: Loop, reason: str) -> None:
         """The snapshot a clean stop takes when the policy asks (a failure is told, never raised

@@ -2,10 +2,11 @@
 
 :class:`Snapshotter` takes a run's snapshots into ``<run folder>/snapshot/``: the sandbox's
 ``/tmp`` tar and, with ``[session] writable_root``, its root committed to an image
-(:meth:`sandbox.base.Session.snapshot`); the loop's state (``state.json``: the chain's last
+(:meth:`sandbox.base.Session.capture`); the loop's state (``state-N.json``: the chain's last
 response id and what the next request sends, or the stateless history with its reasoning items;
 the budgets used); a listing of the checkout (for drift, never its contents: the checkout is the
-host's); and ``manifest.json`` last, whose ``count`` going up is the sign a snapshot is complete.
+host's); and ``manifest.json`` last, naming those files, whose ``count`` going up is the sign a
+snapshot is complete.
 
 :func:`load` reads one back for ``sandloop run --resume``, and every way it can be unusable is a
 one-line :class:`SnapshotError` that says what to do. :func:`link_audit` starts the resumed
@@ -24,6 +25,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -51,8 +53,12 @@ __all__ = ["FORMAT", "STATE", "LoadedSnapshot", "PolicyChanged", "RunFacts", "Sn
 
 #: the layout this sandloop writes and reads; another one is refused, naming the version that wrote it
 FORMAT = 1
-STATE = "state.json"
-CHECKOUT = "checkout.json"
+#: each snapshot's files carry its count (``tmp-3.tar``): the manifest, replaced last, names the
+#: ones it is made of, so a snapshot cut short (a failure, a SIGKILL) leaves the one before whole
+STATE = "state-{n}.json"
+CHECKOUT = "checkout-{n}.json"
+TAR = "tmp-{n}.tar"
+_GENERATIONS = re.compile(r"(state|checkout)-\d+\.json|tmp-\d+\.tar")
 #: calls that can change the sandbox or the checkout: after a turn with none, nothing is re-taken
 _CHANGING = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "custom_tool_call"})
 #: what /tmp holds (names, sizes, times, modes), one process (no shell pipeline: every turn pays
@@ -122,6 +128,7 @@ class Snapshotter:
     _fingerprint: str | None = None
     _image: str | None = None
     _tar: dict[str, Any] = field(default_factory=dict)
+    _checkout: str = ""
 
     @property
     def settings(self) -> SessionSection:
@@ -139,20 +146,29 @@ class Snapshotter:
         async with self._lock:
             into = HostDir(self.folder).subdir(FOLDER)
             try:
+                n = self.count + 1
                 whole = turn is None or self.count == 0
                 changing = whole or any(call.type in _CHANGING for call in (turn.calls if turn else []))
                 fingerprint = await self._tmp_fingerprint()
                 tar_too = whole or fingerprint != self._fingerprint
                 root_too = self.settings.writable_root and changing
+                before = self._image
                 if tar_too or root_too:
-                    await self._sandbox(into, tar=tar_too, root=root_too)
-                self._fingerprint = fingerprint
+                    await self._sandbox(into, n, tar=tar_too, root=root_too)
                 if changing:
                     listing = await asyncio.to_thread(checkout_listing, self.facts.repo)
-                    into.replace(CHECKOUT, json.dumps(listing).encode())
-                into.replace(STATE, json.dumps(state.to_json(), ensure_ascii=False).encode())
-                self.count += 1
-                into.replace(MANIFEST, json.dumps(self._manifest(state, reason), indent=2).encode())
+                    self._checkout = CHECKOUT.format(n=n)
+                    into.replace(self._checkout, json.dumps(listing).encode())
+                into.replace(STATE.format(n=n), json.dumps(state.to_json(), ensure_ascii=False).encode())
+                into.replace(MANIFEST, json.dumps(self._manifest(state, reason, n), indent=2).encode())
+                # only now is the new snapshot whole: what the one before was made of can go
+                self.count, self._fingerprint = n, fingerprint
+                kept = {self._tar.get("name"), self._checkout, STATE.format(n=n)}
+                for name in into.names():
+                    if _GENERATIONS.fullmatch(name) and name not in kept:
+                        into.remove(name)
+                if before not in (None, self._image):
+                    await asyncio.to_thread(_forget_image, str(before))  # only the latest commit is resumed
             finally:
                 into.close()
             return self.folder / FOLDER
@@ -164,23 +180,23 @@ class Snapshotter:
             return secrets.token_hex(8)
         return hashlib.sha256(result.stdout.text.encode()).hexdigest()
 
-    async def _sandbox(self, into: HostDir, *, tar: bool, root: bool) -> None:
+    async def _sandbox(self, into: HostDir, n: int, *, tar: bool, root: bool) -> None:
         commit = None
         if root:
             labels = image_labels(self.facts.run_id, self.facts.base_image or "")
-            commit = (image_tag(self.facts.run_id, self.count + 1), labels)
-        kept = await self.session.capture(into, names=self.names if tar else None, commit=commit)
+            commit = (image_tag(self.facts.run_id, n), labels)
+        name = TAR.format(n=n)
+        kept = await self.session.capture(into, name, names=self.names if tar else None, commit=commit)
         if kept.image is not None:
-            if self._image not in (None, kept.image):
-                await asyncio.to_thread(_forget_image, self._image)  # only the latest commit is resumed
             self._image = kept.image
         if tar:
-            self._tar = {"name": HOME_TAR, "bytes": kept.tar_bytes, "sha256": kept.tar_sha256}
+            self._tar = {"name": name, "bytes": kept.tar_bytes, "sha256": kept.tar_sha256}
 
-    def _manifest(self, state: LoopState, reason: str) -> dict[str, Any]:
+    def _manifest(self, state: LoopState, reason: str, n: int) -> dict[str, Any]:
         facts, loaded = self.facts, self.facts.engine.loaded
         return {
-            "format": FORMAT, "sandloop": __version__, "created": time.time(), "count": self.count,
+            "format": FORMAT, "sandloop": __version__, "created": time.time(), "count": n,
+            "state": STATE.format(n=n), "checkout": self._checkout,
             "reason": reason, "run_id": facts.run_id, "repo": str(facts.repo), "backend": facts.backend,
             "policy": {"spec": facts.policy, "sha256": facts.engine.sha256,
                        "layers": [{"name": layer.name, "text": layer.text} for layer in loaded.layers]},
@@ -232,7 +248,7 @@ class LoadedSnapshot:
 
     @property
     def tar(self) -> Path:
-        return self.folder / HOME_TAR
+        return self.folder / str(self.manifest["tar"]["name"])
 
     @property
     def run_id(self) -> str:
@@ -279,12 +295,15 @@ def load(run: str | Path) -> LoadedSnapshot:
                             f"{manifest.get('sandloop', '?')}); this sandloop {__version__} reads format {FORMAT}: "
                             "resume it with the sandloop that took it, or start a new run")
     try:
-        state = LoopState.from_json(json.loads((folder / STATE).read_text(encoding="utf-8")))
-        checkout = json.loads((folder / CHECKOUT).read_text(encoding="utf-8"))
+        files = [str(manifest[key]) for key in ("state", "checkout")] + [str(manifest["tar"]["name"])]
+        if not all(_GENERATIONS.fullmatch(name) for name in files):
+            raise ValueError(f"the manifest names files no snapshot writes: {files}")
+        state = LoopState.from_json(json.loads((folder / files[0]).read_text(encoding="utf-8")))
+        checkout = json.loads((folder / files[1]).read_text(encoding="utf-8"))
         tar = manifest["tar"]
-        size = (folder / HOME_TAR).stat().st_size
+        size = (folder / files[2]).stat().st_size
         if size != tar["bytes"]:
-            raise ValueError(f"{HOME_TAR} holds {size} bytes, the manifest says {tar['bytes']}")
+            raise ValueError(f"{files[2]} holds {size} bytes, the manifest says {tar['bytes']}")
         for key in ("policy", "run_id", "audit_head", "repo"):
             manifest[key]
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -120,10 +120,10 @@ class Session(Closing):
     async def close(self) -> None:
         """Release everything the session holds. Idempotent."""
 
-    async def capture(self, into: HostDir, *, names: Sequence[str] | None,
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
                        commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
         """Write the sandbox's own files under /tmp (``names``: ``home``, or ``.``; None: not this
-        time) as a tar named ``tmp.tar`` into ``into``, and commit the root file system to the image ``commit`` names
+        time) as a tar named ``tar`` into ``into``, and commit the root file system to the image ``commit`` names
         (tag, labels) where the back-end can. A back-end that cannot says so."""
         raise SandboxError(f"the {type(self).__name__} back-end cannot snapshot a session")
 

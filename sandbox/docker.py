@@ -58,7 +58,7 @@ from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
-from .snapshots import HOME_TAR, TAR_MODE
+from .snapshots import TAR_MODE
 
 __all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
            "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
@@ -594,7 +594,7 @@ class DockerSession(ReplaceableSession):
 
     # --- snapshots ------------------------------------------------------------------------
 
-    async def capture(self, into: HostDir, *, names: Sequence[str] | None,
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
                        commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
         """/tmp's ``names`` (None: not this time) as a tar in ``into`` (written by the helper's
         archive mode inside the container, under the seccomp filter), and, given ``commit`` (tag,
@@ -602,7 +602,7 @@ class DockerSession(ReplaceableSession):
         await self._client()  # a live container: a dead one is replaced first, as for a command
         container = self.container
         assert container is not None
-        size, digest = await asyncio.to_thread(self._archive, container, into, names) if names else (0, "")
+        size, digest = await asyncio.to_thread(self._archive, container, into, tar, names) if names else (0, "")
         image = None
         if commit is not None:
             tag, labels = commit
@@ -615,7 +615,7 @@ class DockerSession(ReplaceableSession):
             image = tag
         return Snapshotted(tar_bytes=size, tar_sha256=digest, image=image)
 
-    def _archive(self, container: Container, into: HostDir, names: Sequence[str]) -> tuple[int, str]:
+    def _archive(self, container: Container, into: HostDir, tar: str, names: Sequence[str]) -> tuple[int, str]:
         api = self.client.api
         errors: list[bytes] = []
         digest = hashlib.sha256()
@@ -635,7 +635,7 @@ class DockerSession(ReplaceableSession):
                 raise SandboxError(f"the sandbox's files could not be archived (exit {code}): "
                                    f"{_one_line(b''.join(errors).decode(errors='replace')[-300:])}")
 
-        return into.replace_from(HOME_TAR, chunks(), mode=TAR_MODE), digest.hexdigest()
+        return into.replace_from(tar, chunks(), mode=TAR_MODE), digest.hexdigest()
 
     # --- facts for doctor and tests --------------------------------------------------------
 

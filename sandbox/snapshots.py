@@ -2,7 +2,7 @@
 
 A snapshot lives in its run's folder (``<state dir>/runs/<run id>/snapshot/``, where no sandbox
 can write): ``manifest.json`` (written by the front-end, :mod:`executor.snapshot`), the loop's
-state, and ``tmp.tar`` — the sandbox's ``$HOME`` (``/tmp/home``; all of ``/tmp`` when the policy
+state, and ``tmp-<n>.tar`` — the sandbox's ``$HOME`` (``/tmp/home``; all of ``/tmp`` when the policy
 says) as the sandbox itself wrote it. A session whose root file system is writable
 (``[session] writable_root``) also has its root committed by the engine to an image,
 ``sandloop-snapshot:<run id>-<n>``, labelled like the environments (:data:`RUN_LABEL`,
@@ -46,7 +46,7 @@ BASE_LABEL = "sandloop.snapshot.base"
 #: a run folder's snapshot
 FOLDER = "snapshot"
 MANIFEST = "manifest.json"
-#: the sandbox's /tmp (its $HOME), as the sandbox wrote it
+#: a resumed run's copy of the sandbox's /tmp (its $HOME), as the sandbox wrote it
 HOME_TAR = "tmp.tar"
 #: the tar's mode: a resumed sandbox's user reads it through a read-only mount; the snapshot's
 #: folder (0700, the host's) keeps every other local user out

@@ -173,6 +173,15 @@ class HostDir:
             return False
         return True
 
+    def names(self) -> list[str]:
+        """The names in this directory."""
+        return os.listdir(self._fd)
+
+    def remove(self, name: str) -> None:
+        """Remove a file (a link is removed, never followed); a missing one is no error."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_name(name), dir_fd=self._fd)
+
     def read(self, name: str) -> bytes:
         fd = self._open(name, os.O_RDONLY)
         try:

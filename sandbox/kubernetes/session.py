@@ -46,7 +46,7 @@ from ..helper.wire import HelloResult
 from ..lifecycle import owner_labels
 from ..protected import find
 from ..seccomp import require_filter
-from ..snapshots import HOME_TAR, TAR_MODE
+from ..snapshots import TAR_MODE
 from . import egress, loader, sync
 from .channels import AttachStream, attach
 from .cluster import Cluster, Obj, one_line, pod_running, pod_state
@@ -345,7 +345,7 @@ class KubernetesSession(ReplaceableSession):
 
     # --- snapshots: /tmp as a tar, through the workspace ------------------------------------
 
-    async def capture(self, into: HostDir, *, names: Sequence[str] | None,
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
                       commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
         """/tmp's ``names`` as a tar in ``into``: made in the pod (under the seccomp filter) into
         the workspace, read back through the helper (at most its read limit, 64 MB), removed. A
@@ -367,7 +367,7 @@ class KubernetesSession(ReplaceableSession):
             finally:
                 with contextlib.suppress(SandloopError):
                     await helper.commit([FileChange(PASSING, None)])
-        size = await asyncio.to_thread(partial(into.replace_from, HOME_TAR, [data], mode=TAR_MODE))
+        size = await asyncio.to_thread(partial(into.replace_from, tar, [data], mode=TAR_MODE))
         return Snapshotted(size, hashlib.sha256(data).hexdigest())
 
     async def _restore(self, helper: HelperClient, tar: Path) -> None:

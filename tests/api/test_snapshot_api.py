@@ -138,7 +138,8 @@ async def test_bad_snapshots_are_one_line_errors(repo: Path, tmp_path: Path) -> 
     assert "has format 99 (written by sandloop 9.0)" in await resume(other)
     corrupt = tmp_path / "corrupt"
     shutil.copytree(first, corrupt)
-    (corrupt / "snapshot" / "tmp.tar").write_bytes(b"cut short")
+    tar = json.loads((corrupt / "snapshot" / "manifest.json").read_text())["tar"]["name"]
+    (corrupt / "snapshot" / tar).write_bytes(b"cut short")
     assert "is corrupt" in await resume(corrupt)
     (corrupt / "snapshot" / "manifest.json").write_text("{not json")
     assert "is corrupt" in await resume(corrupt)

@@ -7,6 +7,7 @@ is refused in one line (a pod's root cannot be committed from here)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ async def test_a_pod_session_resumes_with_its_home(tmp_path: Path, user_workspac
         async with executor.open_run(user_workspace, policy=policy, model="scripted", client=client) as run:
             await run.task("install snapmod")
             first = run.folder
-        assert (first / "snapshot" / "tmp.tar").stat().st_size > 0
+        tar = json.loads((first / "snapshot" / "manifest.json").read_text())["tar"]
+        assert (first / "snapshot" / tar["name"]).stat().st_size == tar["bytes"] > 0
         assert not (user_workspace / ".sandloop-snapshot.tar").exists()  # it never comes home
         folders = []
 
