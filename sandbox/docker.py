@@ -602,6 +602,9 @@ class DockerSession(ReplaceableSession):
         await self._client()  # a live container: a dead one is replaced first, as for a command
         container = self.container
         assert container is not None
+        # The tar first, then the commit, never side by side: an exec started while the commit
+        # pauses the container waits for the pause, and the engine's commit for the exec (seen:
+        # both stuck, the container frozen, until its cgroup was thawed by hand).
         size, digest = await asyncio.to_thread(self._archive, container, into, tar, names) if names else (0, "")
         image = None
         if commit is not None:
