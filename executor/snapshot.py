@@ -59,6 +59,8 @@ STATE = "state-{n}.json"
 CHECKOUT = "checkout-{n}.json"
 TAR = "tmp-{n}.tar"
 _GENERATIONS = re.compile(r"(state|checkout)-\d+\.json|tmp-\d+\.tar")
+#: what a snapshot killed while writing leaves (HostDir's temporary names for them)
+_LEFT_OVER = re.compile(r"\.((state|checkout)-\d+\.json|tmp-\d+\.tar)\.[0-9a-f]+\.tmp")
 #: calls that can change the sandbox or the checkout: after a turn with none, nothing is re-taken
 _CHANGING = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "custom_tool_call"})
 #: what /tmp holds (names, sizes, times, modes), one process (no shell pipeline: every turn pays
@@ -165,7 +167,7 @@ class Snapshotter:
                 self.count, self._fingerprint = n, fingerprint
                 kept = {self._tar.get("name"), self._checkout, STATE.format(n=n)}
                 for name in into.names():
-                    if _GENERATIONS.fullmatch(name) and name not in kept:
+                    if (_GENERATIONS.fullmatch(name) and name not in kept) or _LEFT_OVER.fullmatch(name):
                         into.remove(name)
                 if before not in (None, self._image):
                     await asyncio.to_thread(_forget_image, str(before))  # only the latest commit is resumed

@@ -158,7 +158,11 @@ class HostDir:
             os.unlink(tmp, dir_fd=self._fd)
             raise
         os.close(fd)
-        os.rename(tmp, _name(name), src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        try:
+            os.rename(tmp, _name(name), src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        except OSError:
+            os.unlink(tmp, dir_fd=self._fd)
+            raise
         return size
 
     def create_once(self, name: str, data: bytes) -> None:

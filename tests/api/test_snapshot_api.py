@@ -16,7 +16,7 @@ import openai
 import pytest
 
 import executor
-from executor.snapshot import SnapshotError, session_factory
+from executor.snapshot import SnapshotError, load, session_factory
 from executor.testing import FakeResponsesServer, ScriptedModel, message, reasoning, shell_call
 from policies.audit import check
 from sandbox.pool import SessionPool
@@ -234,3 +234,21 @@ async def test_a_stateless_run_resumes_with_its_history_and_the_drift_is_told(re
     assert "snapmod 42" in _stdout(outputs(server.requests, "shell_call_output")[-1])
     assert any("the checkout changed since the snapshot: 2 path(s) differ" in note for note in notes)
     assert (repo / "calc.py").read_text() == "changed on the host\n"  # never overwritten
+
+
+async def test_a_snapshot_cut_short_leaves_the_one_before_whole(repo: Path, tmp_path: Path) -> None:
+    async with executor.open_run(repo, policy=_policy(tmp_path), model="scripted", api_key="x") as run:
+        await run.sandbox.run("echo one > ~/f")
+        folder = await run.snapshot()
+        (folder / "state-2.json").mkdir()  # the next snapshot's state cannot be written: it fails there
+        await run.sandbox.run("echo two > ~/f")
+        with pytest.raises(OSError):
+            await run.snapshot()
+        kept = load(run.folder)  # the first one, whole: its manifest names its own files
+        assert kept.manifest["count"] == 1 and kept.tar.name == "tmp-1.tar"
+        assert (folder / "tmp-2.tar").exists()  # what the cut one wrote, named by no manifest
+        (folder / "state-2.json").rmdir()
+        await run.snapshot()
+        assert sorted(p.name for p in folder.iterdir()) == ["checkout-2.json", "manifest.json", "state-2.json",
+                                                          "tmp-2.tar"]
+        assert load(run.folder).manifest["count"] == 2
