@@ -87,15 +87,17 @@ async def test_a_resumed_run_has_the_package_and_continues_the_conversation(
     assert [t.index for t in outcome.result.turns] == [3, 4]
 
 
-async def test_two_resumes_of_one_snapshot_do_not_see_each_other(repo: Path, tmp_path: Path) -> None:
-    def fork_turn(body: dict[str, Any], history: list[Any]) -> Any:
-        """A fork's task names its file: write it and list $HOME; its output: answer."""
-        item = body["input"][-1]
-        if item.get("role") == "user":
-            mine = str(item["content"])
-            return [shell_call([f"echo {mine} > ~/{mine} && sleep 1 && ls ~ && python3 -m snapmod"])]
-        return [message("done")]
+def fork_turn(body: dict[str, Any], history: list[Any]) -> Any:
+    """A fork's turn: its task names its file, which it writes into $HOME before listing $HOME
+    and using snapmod; its output is answered."""
+    item = body["input"][-1]
+    if item.get("role") == "user":
+        mine = str(item["content"])
+        return [shell_call([f"echo {mine} > ~/{mine} && sleep 1 && ls ~ && {USE}"])]
+    return [message("done")]
 
+
+async def test_two_resumes_of_one_snapshot_do_not_see_each_other(repo: Path, tmp_path: Path) -> None:
     model = ScriptedModel([[shell_call([INSTALL])], [message("installed")], *[fork_turn] * 4])
     with FakeResponsesServer(model) as server:
         first = await _first_run(repo, _policy(tmp_path), server)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
@@ -20,7 +19,7 @@ from policies.audit import check
 from sandbox.kubernetes.options import KubernetesOptions
 from sandloop.errors import SandboxError
 from tests.api.scenario import outputs
-from tests.api.test_snapshot_api import INSTALL, USE, _stdout
+from tests.api.test_snapshot_api import INSTALL, _stdout, fork_turn
 from tests.k8s.conftest import policy_file
 from tests.k8s.fake import FakeKubernetes
 
@@ -43,13 +42,6 @@ async def test_a_pod_session_resumes_with_its_home(tmp_path: Path, user_workspac
                                                    fake: FakeKubernetes | None, options: KubernetesOptions) -> None:
     policy = policy_file(tmp_path, POLICY, options)
     (user_workspace / "a.txt").write_text("one\n")
-
-    def fork_turn(body: dict[str, Any], history: list[Any]) -> Any:
-        item = body["input"][-1]
-        if item.get("role") == "user":
-            mine = str(item["content"])
-            return [shell_call([f"echo {mine} > ~/{mine} && sleep 1 && ls ~ && {USE}"])]
-        return [message("done")]
 
     model = ScriptedModel([[shell_call([INSTALL])], [message("installed")], *[fork_turn] * 4])
     with FakeResponsesServer(model) as server:
