@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -502,6 +503,8 @@ async def run_task(opts: RunOptions, console: Console, *,
 
 #: the run folder's file naming the front-end process, for ``sandloop snapshot RUN``
 FRONTEND = "frontend.json"
+#: why the last snapshot asked for by a signal failed, for ``sandloop snapshot RUN``
+SNAPSHOT_FAILED = "snapshot-failed.json"
 
 
 @contextlib.contextmanager
@@ -519,6 +522,9 @@ def snapshot_on_signal(run: Run) -> Iterator[None]:
                 await run.snapshot(reason="signal")
             except (SandloopError, OSError) as exc:
                 log.warning("the snapshot asked for failed: %s", describe(exc))
+                with HostDir(run.folder) as folder:  # for `sandloop snapshot RUN`, which waits
+                    folder.replace(SNAPSHOT_FAILED, json.dumps({"time": time.time(),
+                                                                "error": describe(exc)}).encode())
 
         task = asyncio.ensure_future(snap())
         taking.add(task)

@@ -63,7 +63,7 @@ def _count(folder: Path) -> int:
 
 
 def _take(args: argparse.Namespace) -> int:
-    from executor.run import FRONTEND
+    from executor.run import FRONTEND, SNAPSHOT_FAILED
     from executor.snapshot import run_folder_of
     from sandbox.lifecycle import proc_start_time
     from sandbox.snapshots import FOLDER
@@ -79,9 +79,13 @@ def _take(args: argparse.Namespace) -> int:
         return fail(args, ExitCode.USAGE, f"the run in {folder} is not running any more (pid {pid}): resume its last "
                                           "snapshot with `sandloop run --resume`")
     before = _count(folder)
+    asked = time.time()
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + args.timeout
     while _count(folder) <= before:
+        failed = _failure(folder / SNAPSHOT_FAILED, asked)
+        if failed is not None:
+            return fail(args, ExitCode.ERROR, f"the run in {folder} could not take the snapshot: {failed}")
         if time.monotonic() > deadline or proc_start_time(pid) != start:
             return fail(args, ExitCode.ERROR, f"no snapshot came from the run in {folder} (pid {pid}) within "
                                               f"{args.timeout:g} s")
@@ -92,6 +96,17 @@ def _take(args: argparse.Namespace) -> int:
     else:
         print(f"snapshot {_count(folder)} of {folder.name}: {where}  (resume: sandloop run --resume {folder.name})")
     return 0
+
+
+def _failure(path: Path, since: float) -> str | None:
+    """The error a run wrote after ``since`` when a snapshot it was asked for failed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("time"), (int, float)) or data["time"] < since:
+        return None
+    return str(data.get("error"))
 
 
 def _ls(args: argparse.Namespace) -> int:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import threading
 from pathlib import Path
 
 import openai
@@ -20,6 +23,7 @@ from sandbox.kubernetes.options import KubernetesOptions
 from sandloop.errors import SandboxError
 from tests.api.scenario import outputs
 from tests.api.test_snapshot_api import INSTALL, _stdout, fork_turn
+from tests.api.test_snapshot_cli import SANDLOOP, _env, _sandloop
 from tests.k8s.conftest import policy_file
 from tests.k8s.fake import FakeKubernetes
 
@@ -83,3 +87,33 @@ async def test_a_writable_root_is_refused_on_kubernetes(tmp_path: Path, user_wor
         with pytest.raises(SandboxError, match="root file system cannot be committed") as caught:
             await run.snapshot()
     assert "\n" not in str(caught.value)
+
+
+def test_a_snapshot_the_run_cannot_take_is_one_line(tmp_path: Path, user_workspace: Path,
+                                                    fake: FakeKubernetes | None, options: KubernetesOptions) -> None:
+    """`sandloop snapshot RUN` on a pod session whose policy asks for a writable root: the
+    running front-end refuses, and the command says why at once instead of waiting."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def thinking(body: dict[str, Any], history: list[Any]) -> Any:
+        arrived.set()
+        release.wait(120)
+        return [message("never read")]
+
+    policy = policy_file(tmp_path, POLICY + "writable_root = true\n", options)
+    env = {**_env(tmp_path / "state"), "KUBECONFIG": options.kubeconfig or ""}
+    with FakeResponsesServer(ScriptedModel([[shell_call(["true"])], thinking])) as server:
+        front = subprocess.Popen([SANDLOOP, "run", "work", "--repo", str(user_workspace), "--policy", str(policy),
+                                  "--base-url", server.base_url, "--model", "scripted"],
+                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(120), "no second request"
+            (run,) = list((tmp_path / "state" / "sandloop" / "runs").iterdir())
+            took = _sandloop("snapshot", run.name, "--timeout", "100", env=env)
+        finally:
+            release.set()
+            front.send_signal(signal.SIGINT)
+            front.wait(120)
+    assert took.returncode == 1
+    assert "could not take the snapshot" in took.stderr and "root file system cannot be committed" in took.stderr
+    assert len(took.stderr.strip().splitlines()) == 1
