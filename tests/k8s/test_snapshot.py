@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
