@@ -123,12 +123,19 @@ class HostDir:
         except OSError as exc:
             raise _refused(self.path, name, exc) from None
 
+    def open_regular(self, name: str, flags: int) -> int:
+        """A descriptor on the regular file ``name`` (created 0600 with ``os.O_CREAT``), for a
+        caller that keeps it open (a lock, a log a child process writes to)."""
+        fd = self._open(name, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise HostPathRefused(f"{self.path / name} is not a regular file")
+        return fd
+
     def append(self, name: str, data: bytes) -> None:
         """Append ``data`` to the file (created 0600 if missing) in one write."""
-        fd = self._open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = self.open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise HostPathRefused(f"{self.path / name} is not a regular file")
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

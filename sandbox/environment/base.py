@@ -1,6 +1,7 @@
 """The image an environment starts from: the one named (pulled when the engine lacks it), one
 built from a Dockerfile — its ``RUN`` steps without network, since what needs the network
-belongs in setup, behind the allow-list — or sandloop's shell image."""
+belongs in setup, behind the allow-list — or one of sandloop's images (the shell image by default),
+built here on first use."""
 
 from __future__ import annotations
 
@@ -56,11 +57,25 @@ def _pull(client: docker.DockerClient, ref: str, run: Reporter) -> None:
         raise ConfigError(f"image {ref} is not there and cannot be pulled: {exc.explanation or exc}") from None
 
 
+def _own_image(client: docker.DockerClient, target: str, run: Reporter) -> str:
+    with engine_errors(f"cannot build {images.image_name(target)}"):
+        try:
+            return images.ensure(client, target, lambda text: run.say("image", text))
+        except docker.errors.BuildError as exc:
+            raise SandboxUnavailable(f"building {images.image_name(target)} failed ({exc.msg}): "
+                                     "scripts/bootstrap builds it and shows the log") from None
+
+
 def base_image(client: docker.DockerClient, spec: EnvironmentSpec, run: Reporter) -> ImageFacts:
     """The image the environment starts from (built or pulled when it must be)."""
     if spec.dockerfile is not None:
         return image_facts(client, _build_dockerfile(client, spec, run))
     ref = spec.image or images.image_name("shell")
+    own = {images.image_name(target): target for target in images.TARGETS}
+    if ref in own:
+        # sandloop's own images are built on first use, or waited for while the background
+        # build `make demo` leaves running makes them (the demo builds only its own first).
+        return image_facts(client, _own_image(client, own[ref], run))
     try:
         return image_facts(client, ref)
     except ConfigError:
