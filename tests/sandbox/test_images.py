@@ -1,0 +1,100 @@
+"""The sandbox images: what a first ``make demo`` builds first, and a build already running being
+waited for instead of started twice."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+from rich.console import Console
+
+from executor import demo
+from executor.run import BudgetOverrides, RunOptions
+from sandbox import images
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_plan_builds_what_the_demo_runs_in_and_leaves_the_large_images_for_later() -> None:
+    now, later = images.plan("demo")
+    assert now == ("minimal",)  # the demo's task
+    assert later == ("shell", "browser")  # the two largest: never before the demo can show anything
+    assert images.plan("all") == (images.TARGETS, ())
+
+
+def _scenario_options() -> RunOptions:
+    args = argparse.Namespace(policy=None, base_url=None, model=None, browser=None, stateless=False, log=None,
+                              record=None, image=None)
+    with demo.scenario(args, Console(file=io.StringIO()), BudgetOverrides()) as opts:
+        return opts
+
+
+@pytest.mark.docker
+@pytest.mark.browser
+def test_the_demo_runs_in_what_its_plan_builds_first(
+        docker_client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # If the demo went back to the shell image, or waited for the browser image, a first
+    # `make demo` would wait for a build its plan leaves to the background.
+    images.ensure(docker_client, "browser")
+    opts = _scenario_options()
+    assert opts.image == images.image_name(images.plan("demo")[0][0])
+    assert opts.browser == "container"  # the browser image is built: Chromium in its container
+    # A Dockerfile of its own: the browser image is not built for it, as after a first bootstrap.
+    dockerfile = tmp_path / "Dockerfile.sandbox"
+    dockerfile.write_text("FROM debian:bookworm-slim AS browser\n")
+    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
+    assert not images.is_current(docker_client, "browser")
+    assert _scenario_options().browser == "local"  # the host's Chromium meanwhile
+
+
+def test_make_demo_bootstraps_for_the_demo_only() -> None:
+    steps = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert steps.splitlines()[:2] == ["./scripts/bootstrap --demo", ".venv/bin/sandloop run --demo --report"]
+
+
+@pytest.mark.docker
+def test_the_demo_build_readies_the_minimal_image_only(docker_client: docker.DockerClient) -> None:
+    for target in images.TARGETS:  # what `make test`'s bootstrap has built
+        images.ensure(docker_client, target)
+    done = subprocess.run([sys.executable, "-m", "sandbox.images", "build", "--for", "demo"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ready = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("bootstrap: image ")]
+    assert ready == [images.image_name("minimal")]  # not the shell image, not the browser image
+    assert "background" not in done.stdout  # everything is current: nothing left to start
+
+
+@pytest.mark.docker
+def test_ensure_waits_for_a_build_already_running_and_does_not_build_again(
+        docker_client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Dockerfile of its own (its hash is in the tags), so the image is missing and builds in
+    # a second without touching anyone's images; the lock lives in this test's state folder.
+    dockerfile = tmp_path / "Dockerfile.sandbox"
+    dockerfile.write_text(f"FROM debian:bookworm-slim AS minimal\nLABEL sandloop.test={tmp_path.name}\n")
+    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    name = images.image_name("minimal")
+    assert not images.is_current(docker_client, "minimal")
+    said: list[str] = []
+    waiter = threading.Thread(target=lambda: said.append(images.ensure(docker_client, "minimal", said.append)))
+    try:
+        with images._build_lock(docker_client, "minimal", said.append):  # the background build's place
+            waiter.start()
+            waiter.join(timeout=3)
+            assert waiter.is_alive()  # waiting, not building
+            images.build(docker_client, "minimal", lambda _text: None)
+        waiter.join(timeout=60)
+        assert not waiter.is_alive()
+        assert said[0].startswith(f"waiting for the build of {name} that is already running")
+        assert said[1:] == [name]  # then used what the other build made, without building it again
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(name)
