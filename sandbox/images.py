@@ -30,8 +30,8 @@ import docker.errors
 
 from sandloop.hostfiles import HostDir, state_dir
 
-__all__ = ["DEMO_TARGETS", "DOCKERFILE", "TARGETS", "build", "ensure", "image_name", "package_version", "plan",
-           "size_mb", "start_background", "state_folder"]
+__all__ = ["DEMO_TARGETS", "DOCKERFILE", "TARGETS", "background_pid", "build", "ensure", "image_name",
+           "package_version", "plan", "size_mb", "start_background", "state_folder"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
@@ -164,6 +164,18 @@ def ensure(client: docker.DockerClient, target: str, say: Say = _print) -> str:
     return image_name(target)
 
 
+def background_pid() -> int | None:
+    """The PID of the background build when it is still running (a second ``make demo`` while
+    the first one's build runs starts no other)."""
+    try:
+        with HostDir(state_folder()) as folder:
+            pid = int(folder.read(BACKGROUND_PID).decode().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if b"sandbox.images" in cmdline and b"build" in cmdline else None
+
+
 def start_background(targets: tuple[str, ...]) -> int:
     """Build ``targets`` in a detached process (its own session: the end of ``make demo`` or a
     Ctrl-C there does not stop it), its output in the state folder; returns its PID."""
@@ -188,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     client = docker.from_env()
     now, later = (tuple(args.target), ()) if args.target else plan(args.purpose)
+    if args.command == "list":
+        now, later = tuple(args.target or TARGETS), ()
     for target in now:
         if args.command == "list":
             state = f"{size_mb(client, target)} MB" if is_current(client, target) else "missing or stale"
@@ -202,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         _print(f"image {name} ready ({size_mb(client, target)} MB)")
     if args.command == "build" and (missing := tuple(t for t in later if not is_current(client, t))):
+        if (running := background_pid()) is not None:
+            _print(f"the background build of {', '.join(missing)} is still running (pid {running}, log "
+                   f"{state_folder() / BACKGROUND_LOG})")
+            return 0
         pid = start_background(missing)
         _print(f"building {', '.join(missing)} in the background (pid {pid}, log {state_folder() / BACKGROUND_LOG});"
                " make test, and a session that needs one of them, wait for it")
