@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import docker
@@ -98,3 +100,21 @@ def test_ensure_waits_for_a_build_already_running_and_does_not_build_again(
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(name)
+
+
+@pytest.mark.docker
+def test_the_background_build_runs_detached_and_logs_where_the_host_keeps_its_state(
+        docker_client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    images.ensure(docker_client, "minimal")  # current: the child only checks it, in a second
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    pid = images.start_background(("minimal",))
+    assert os.getpgid(pid) == pid  # its own session: the end of `make demo` does not stop it
+    assert images.background_pid() == pid
+    for _ in range(600):
+        if images.background_pid() is None:
+            break
+        time.sleep(0.1)
+    assert images.background_pid() is None  # done: a later `make demo` may start another
+    log = (images.state_folder() / images.BACKGROUND_LOG).read_text()
+    assert f"image {images.image_name('minimal')} ready" in log
+    assert images.state_folder().is_relative_to(tmp_path / "state")
