@@ -41,6 +41,8 @@ TARGETS = ("shell", "minimal", "browser")
 #: tests need python3 and nothing else). Its screenshot is taken in the host's Chromium until the
 #: browser image is there (the demo's own choice), so ``shell`` — the default, and the
 #: largest — and ``browser`` come after, in the background.
+#: The engine's classic builder builds every stage above the target, so these stay first in
+#: Dockerfile.sandbox (tests/sandbox/test_images.py checks it).
 DEMO_TARGETS = ("minimal",)
 REPOSITORY = "sandloop-sandbox"
 _HASH_LABEL = "sandloop.dockerfile-sha256"

@@ -118,3 +118,13 @@ def test_the_background_build_runs_detached_and_logs_where_the_host_keeps_its_st
     log = (images.state_folder() / images.BACKGROUND_LOG).read_text()
     assert f"image {images.image_name('minimal')} ready" in log
     assert images.state_folder().is_relative_to(tmp_path / "state")
+
+
+def test_no_stage_the_demo_does_not_need_comes_before_its_images_in_the_dockerfile() -> None:
+    # The engine's classic builder (the one the docker SDK drives) builds every stage of the
+    # Dockerfile up to the target, needed or not: a `shell` stage above `minimal` would make the
+    # demo's first build the largest one again.
+    stages = [line.split()[-1] for line in images.DOCKERFILE.read_text().splitlines()
+              if line.upper().startswith("FROM ") and " AS " in line.upper()]
+    last = max(stages.index(target) for target in images.plan("demo")[0])
+    assert set(stages[:last + 1]) <= {"base", *images.plan("demo")[0]}, stages
