@@ -44,7 +44,7 @@ SUBNET = "10.231.7"  # a /24 that no other engine on this machine uses
 
 # (pattern on a line the bootstrap or the demo prints, the phase that line starts)
 PHASES: tuple[tuple[str, str], ...] = (
-    (r"creating venv", "venv"),
+    (r"creating venv|installing sandloop", "venv"),
     (r"Docker engine answers|starting dockerd", "engine check"),
     (r"pulling debian:bookworm-slim", "base image"),
     (r"building sandloop-sandbox:(\w+)", "image {0}"),
