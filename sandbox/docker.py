@@ -55,8 +55,8 @@ from .helper_socket import SOCKET_NAME, HelperListener
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
 
-__all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
-           "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
+__all__ = ["DockerConfig", "DockerSession", "build_own_image", "close_attach", "confined", "container_user",
+           "hardened_host_config", "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
 
 log = logging.getLogger("sandloop.docker")
 
@@ -89,6 +89,17 @@ def engine_errors(doing: str) -> Iterator[None]:
         raise SandboxUnavailable(f"{doing}: {_one_line(exc.explanation or exc)}") from exc
     except (docker.errors.DockerException, OSError, EOFError) as exc:
         raise SandboxUnavailable(f"the Docker engine does not answer ({_one_line(exc)})") from exc
+
+
+def build_own_image(client: docker.DockerClient, target: str, say: Callable[[str], None]) -> str:
+    """sandloop's image ``target``, built now when it is missing (or waited for while another
+    build of it runs); a failed build is SandboxUnavailable in one line."""
+    with engine_errors(f"cannot build {images.image_name(target)}"):
+        try:
+            return images.ensure(client, target, say)
+        except docker.errors.BuildError as exc:
+            raise SandboxUnavailable(f"building {images.image_name(target)} failed ({exc.msg}): "
+                                     "scripts/bootstrap builds it and shows the log") from None
 
 
 @dataclass(frozen=True)
@@ -430,6 +441,18 @@ class DockerSession(ReplaceableSession):
         )
         return self.client.containers.get(created["Id"])
 
+    def _create_after_build(self, missing: SandboxUnavailable) -> Container:
+        """sandloop's own image is built on first use (or waited for, while the background build
+        a first `make demo` leaves running makes it); any other missing image is an error."""
+        target = images.target_of(self.image)
+        if target is None:
+            raise SandboxUnavailable(
+                f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
+            ) from missing.__cause__
+        build_own_image(self.client, target, lambda text: log.info("%s", text))
+        with engine_errors("cannot create the sandbox container"):
+            return self._create_container(self._listener)
+
     def _start_container(self) -> HelperClient:
         self._starts += 1
         # gVisor does not let a sandbox reach a host socket: its helper stays on the attach stream.
@@ -438,11 +461,9 @@ class DockerSession(ReplaceableSession):
             with engine_errors("cannot create the sandbox container"):
                 container = self._create_container(self._listener)
         except SandboxUnavailable as exc:
-            if isinstance(exc.__cause__, docker.errors.ImageNotFound):
-                raise SandboxUnavailable(
-                    f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
-                ) from None
-            raise
+            if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
+                raise
+            container = self._create_after_build(exc)
         self.container = container
         try:
             with engine_errors("cannot start the sandbox container"):

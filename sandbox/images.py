@@ -31,7 +31,7 @@ import docker.errors
 from sandloop.hostfiles import HostDir, state_dir
 
 __all__ = ["DEMO_TARGETS", "DOCKERFILE", "TARGETS", "background_pid", "build", "ensure", "image_name",
-           "package_version", "plan", "size_mb", "start_background", "state_folder"]
+           "package_version", "plan", "size_mb", "start_background", "state_folder", "target_of"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
@@ -74,6 +74,11 @@ def image_name(target: str) -> str:
     # The Dockerfile's hash is in the tag, so two checkouts (or versions) with different
     # Dockerfiles each keep their own images instead of rebuilding each other's.
     return f"{REPOSITORY}:{target}-{package_version()}-{_dockerfile_hash()[:12]}"
+
+
+def target_of(image: str) -> str | None:
+    """The target ``image`` is the current build of, when it is one of sandloop's own images."""
+    return next((target for target in TARGETS if image == image_name(target)), None)
 
 
 def size_mb(client: docker.DockerClient, target: str) -> float | None:

@@ -13,7 +13,7 @@ import docker.errors
 from sandloop.errors import ConfigError, SandboxUnavailable
 
 from .. import images
-from ..docker import engine_errors
+from ..docker import build_own_image, engine_errors
 from . import store
 from .build import EnvironmentSetupFailed, Reporter
 from .probe import ImageFacts, image_facts
@@ -57,25 +57,15 @@ def _pull(client: docker.DockerClient, ref: str, run: Reporter) -> None:
         raise ConfigError(f"image {ref} is not there and cannot be pulled: {exc.explanation or exc}") from None
 
 
-def _own_image(client: docker.DockerClient, target: str, run: Reporter) -> str:
-    with engine_errors(f"cannot build {images.image_name(target)}"):
-        try:
-            return images.ensure(client, target, lambda text: run.say("image", text))
-        except docker.errors.BuildError as exc:
-            raise SandboxUnavailable(f"building {images.image_name(target)} failed ({exc.msg}): "
-                                     "scripts/bootstrap builds it and shows the log") from None
-
-
 def base_image(client: docker.DockerClient, spec: EnvironmentSpec, run: Reporter) -> ImageFacts:
     """The image the environment starts from (built or pulled when it must be)."""
     if spec.dockerfile is not None:
         return image_facts(client, _build_dockerfile(client, spec, run))
     ref = spec.image or images.image_name("shell")
-    own = {images.image_name(target): target for target in images.TARGETS}
-    if ref in own:
+    if (target := images.target_of(ref)) is not None:
         # sandloop's own images are built on first use, or waited for while the background
         # build `make demo` leaves running makes them (the demo builds only its own first).
-        return image_facts(client, _own_image(client, own[ref], run))
+        return image_facts(client, build_own_image(client, target, lambda text: run.say("image", text)))
     try:
         return image_facts(client, ref)
     except ConfigError:

@@ -128,3 +128,31 @@ def test_no_stage_the_demo_does_not_need_comes_before_its_images_in_the_dockerfi
               if line.upper().startswith("FROM ") and " AS " in line.upper()]
     last = max(stages.index(target) for target in images.plan("demo")[0])
     assert set(stages[:last + 1]) <= {"base", *images.plan("demo")[0]}, stages
+
+
+@pytest.mark.docker
+async def test_a_session_on_the_default_image_builds_it_on_first_use(
+        docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default image missing, as while `make demo`'s background build runs (or after an
+    # image prune): a session builds it (or waits for that build) instead of failing. A
+    # Dockerfile of its own, whose shell stage is the minimal image plus a label, keeps this fast
+    # and leaves everyone's images alone.
+    from sandbox.docker import DockerSession
+
+    base = images.ensure(docker_client, "minimal")
+    dockerfile = tmp_path / "Dockerfile.sandbox"
+    dockerfile.write_text(f"FROM {base} AS shell\nLABEL sandloop.test={tmp_path.name}\n")
+    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    name = images.image_name("shell")
+    assert not images.is_current(docker_client, "shell")
+    try:
+        async with await DockerSession.create(user_workspace, client=docker_client) as session:
+            assert session.image == name
+            done = await session.run("echo first use")
+            assert done.exit_code == 0 and done.stdout.text == "first use\n"
+        assert images.is_current(docker_client, "shell")
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(name)
