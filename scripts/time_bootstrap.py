@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+            if work.exists():
+                print(f"could not remove all of {work}: remove it by hand", file=sys.stderr)
 
 
 if __name__ == "__main__":
