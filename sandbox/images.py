@@ -30,8 +30,8 @@ import docker.errors
 
 from sandloop.hostfiles import HostDir, state_dir
 
-__all__ = ["DEMO_TARGETS", "DOCKERFILE", "TARGETS", "background_pid", "build", "ensure", "image_name",
-           "package_version", "plan", "size_mb", "start_background", "state_folder", "target_of"]
+__all__ = ["BACKGROUND_LOG", "DEMO_TARGETS", "DOCKERFILE", "TARGETS", "background_pid", "build", "ensure",
+           "image_name", "package_version", "plan", "size_mb", "start_background", "state_folder", "target_of"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"

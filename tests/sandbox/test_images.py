@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
+import requests
 from rich.console import Console
 
 from executor import demo
@@ -23,6 +24,18 @@ from executor.run import BudgetOverrides, RunOptions
 from sandbox import images
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _remove(name: str) -> None:
+    """Remove an image this test built. The engine finishes a removal it has been asked for even
+    when the answer is late (a paused container elsewhere holds image removals up), so a late
+    answer is not waited for."""
+    client = docker.from_env(timeout=30)
+    try:
+        with contextlib.suppress(docker.errors.ImageNotFound, requests.exceptions.Timeout):
+            client.images.remove(name)
+    finally:
+        client.close()
 
 
 def test_the_demo_plan_builds_what_the_demo_runs_in_and_leaves_the_large_images_for_later() -> None:
@@ -98,8 +111,7 @@ def test_ensure_waits_for_a_build_already_running_and_does_not_build_again(
         assert said[0].startswith(f"waiting for the build of {name} that is already running")
         assert said[1:] == [name]  # then used what the other build made, without building it again
     finally:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            docker_client.images.remove(name)
+        _remove(name)
 
 
 @pytest.mark.docker
@@ -154,5 +166,22 @@ async def test_a_session_on_the_default_image_builds_it_on_first_use(
             assert done.exit_code == 0 and done.stdout.text == "first use\n"
         assert images.is_current(docker_client, "shell")
     finally:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            docker_client.images.remove(name)
+        _remove(name)
+
+
+@pytest.mark.docker
+def test_describing_a_run_builds_no_image_and_says_one_is_missing(
+        docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `sandloop env show` answers at once, also while the default image is still being built.
+    from sandbox.environment.prepare import plan as describe
+    from sandbox.environment.spec import EnvironmentSpec
+    from sandloop.errors import SandboxUnavailable
+
+    dockerfile = tmp_path / "Dockerfile.sandbox"
+    dockerfile.write_text(f"FROM debian:bookworm-slim AS shell\nLABEL sandloop.test={tmp_path.name}\n")
+    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with pytest.raises(SandboxUnavailable, match="is not there: run scripts/bootstrap"):
+        describe(EnvironmentSpec(), user_workspace, docker_client)
+    assert not images.is_current(docker_client, "shell")
