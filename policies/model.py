@@ -49,7 +49,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sandloop.errors import ConfigError
+from policies.paths import PRESETS_DIR as PRESETS_DIR  # re-exported: where the presets are
+from policies.paths import display as _display
+from policies.paths import preset_file, preset_names
+from policies.problems import PolicyLoadError, Problem
 from sandloop.matching import host_entry
 from sandloop.verdict import Decision
 
@@ -57,6 +60,7 @@ __all__ = [
     "BackendSection",
     "BrowserSection",
     "BudgetSection",
+    "ComputerSection",
     "EnvironmentSection",
     "FilesSection",
     "FunctionsSection",
@@ -78,7 +82,6 @@ __all__ = [
     "validation_problems",
 ]
 
-PRESETS_DIR = Path(__file__).parent / "presets"
 _RULE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -206,6 +209,16 @@ class BrowserSection(_Section):
     @classmethod
     def _check_domains(cls, value: list[str]) -> list[str]:
         return _domains(value)
+
+
+class ComputerSection(_Section):
+    environment: Literal["browser", "desktop"] = Field(
+        default="browser", description='what computer_call drives: "browser" (Chromium\'s page) or "desktop" '
+        "(a whole Linux desktop in a container; its network is [shell] network's allow-list)")
+    settle_ms: Annotated[int, Field(gt=0, le=30_000)] = Field(
+        default=2000, description="desktop: the longest a screenshot waits for the screen to stop changing")
+    screen_width: Annotated[int, Field(ge=320, le=3840)] = 1280
+    screen_height: Annotated[int, Field(ge=240, le=2160)] = 800
 
 
 class McpServer(_Section):
@@ -353,6 +366,7 @@ class Policy(_Section):
     shell: ShellSection = Field(default_factory=ShellSection)
     files: FilesSection = Field(default_factory=FilesSection)
     browser: BrowserSection = Field(default_factory=BrowserSection)
+    computer: ComputerSection = Field(default_factory=ComputerSection)
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
@@ -366,27 +380,6 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "sandloop policy"
     return schema
-
-
-# --- errors ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
-
-
-class PolicyLoadError(ConfigError):
-    """A policy file could not be loaded; every problem names its file and line."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 # --- locating keys -----------------------------------------------------------------------------
@@ -568,28 +561,13 @@ class LoadedPolicy:
         return Problem(found[0].name, found[1], message)
 
 
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
-
-
 def preset_path(name: str) -> Path:
-    path = PRESETS_DIR / f"{name}.toml"
-    if not re.match(r"^[A-Za-z0-9_-]+$", name) or not path.is_file():
+    path = preset_file(name)
+    if path is None:
         raise PolicyLoadError(
             [Problem(name, None, f"no preset named {name!r} (presets: {', '.join(preset_names())})")]
         )
     return path
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.relative_to(PRESETS_DIR.parent.parent))
-    except ValueError:
-        pass
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def validation_problems(layer: Layer, data: Any, exc: ValidationError) -> list[Problem]:

@@ -44,6 +44,8 @@ HELPER_MODULES = (
     "sandbox.helper.shells",
     "sandbox.helper.procs",
     "sandbox.helper.files",
+    "sandbox.helper.desktop",
+    "sandbox.helper.framebuffer",
     "sandbox.helper.confine",
     "sandbox.helper.seccomp_rules",
 )

@@ -30,13 +30,18 @@ import docker.errors
 
 from sandloop.hostfiles import HostDir, state_dir
 
-__all__ = ["BACKGROUND_LOG", "DEMO_TARGETS", "DOCKERFILE", "TARGETS", "background_pid", "build", "ensure",
-           "image_name", "package_version", "plan", "size_mb", "start_background", "state_folder", "target_of"]
+__all__ = ["BACKGROUND_LOG", "DEMO_TARGETS", "DOCKERFILE", "ON_DEMAND", "TARGETS", "background_pid", "build",
+           "ensure", "image_name", "package_version", "plan", "size_mb", "start_background", "state_folder",
+           "target_of"]
 
 # Inside the package (a link to the top-level file in a checkout, a copy in a wheel).
 DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile.sandbox"
-#: ``shell`` is the default sandbox, ``minimal`` the small alternative, ``browser`` Chromium.
+#: ``shell`` is the default sandbox, ``minimal`` the small alternative, ``browser`` Chromium:
+#: what bootstrap builds.
 TARGETS = ("shell", "minimal", "browser")
+#: Built only when a policy or a test asks for one (``ensure``), never by bootstrap: ``desktop``
+#: (a whole Linux desktop, :mod:`sandbox.desktop`) is large, and a demo needs none of it.
+ON_DEMAND = ("desktop",)
 #: What ``make demo`` needs built before it can show anything: its task runs in ``minimal`` (its
 #: tests need python3 and nothing else). Its screenshot is taken in the host's Chromium until the
 #: browser image is there (the demo's own choice), so ``shell`` — the default, and the
@@ -78,7 +83,7 @@ def image_name(target: str) -> str:
 
 def target_of(image: str) -> str | None:
     """The target ``image`` is the current build of, when it is one of sandloop's own images."""
-    return next((target for target in TARGETS if image == image_name(target)), None)
+    return next((target for target in TARGETS + ON_DEMAND if image == image_name(target)), None)
 
 
 def size_mb(client: docker.DockerClient, target: str) -> float | None:
@@ -178,9 +183,14 @@ def background_pid() -> int | None:
         with HostDir(state_folder()) as folder:
             pid = int(folder.read(BACKGROUND_PID).decode().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+        os.readlink(f"/proc/{pid}/exe")  # a kernel thread (a reused PID) has none
+    except (OSError, ValueError, IndexError):
         return None
-    return pid if b"sandbox.images" in cmdline and b"build" in cmdline else None
+    if state == b"Z":  # ended, not yet reaped
+        return None
+    # An empty command line: a process still starting (between fork and exec), ours.
+    return pid if cmdline == [b""] or (b"sandbox.images" in cmdline and b"build" in cmdline) else None
 
 
 def start_background(targets: tuple[str, ...]) -> int:
@@ -201,7 +211,7 @@ def start_background(targets: tuple[str, ...]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.images")
     parser.add_argument("command", choices=["build", "list"])
-    parser.add_argument("--target", choices=TARGETS, action="append")
+    parser.add_argument("--target", choices=TARGETS + ON_DEMAND, action="append")
     parser.add_argument("--for", dest="purpose", choices=("all", "demo"), default="all",
                         help="demo: build what the demo needs now and the rest in the background")
     args = parser.parse_args(argv)

@@ -16,7 +16,9 @@ the protocol cannot be written into from inside. Its code is a read-only bind mo
 The parts: :mod:`~sandbox.helper.shells` starts each command's shell (a child subreaper, so
 everything the command forks stays in its tree) and keeps the books; :mod:`~sandbox.helper.procs`
 reads the process table and freezes and kills trees; :mod:`~sandbox.helper.files` does the file
-operations (``O_NOFOLLOW`` on every component, all-or-nothing commits).
+operations (``O_NOFOLLOW`` on every component, all-or-nothing commits); :mod:`~sandbox.helper.desktop`
+the X display of a desktop image (started on the first ``desktop`` request, then driven and
+captured in-process).
 
 A timed-out command's tree alone is ended, in steps: frozen (SIGSTOP, rescanned until no new
 process appears, so a fork bomb cannot outrun it); SIGTERM to every process below the shell
@@ -55,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sandbox.helper import confine, procs, wire
+from sandbox.helper.desktop import DISPLAY, Desktop
 from sandbox.helper.files import Workspace
 from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
@@ -202,6 +205,7 @@ class Helper:
         self._in_process = _Stream(None)  # what handle() answers for: no stream of its own
         #: it reached the host's socket at start (``--socket``), and serves requests there too
         self.socket = False
+        self._desktop: Desktop | None = None
 
     # --- requests ------------------------------------------------------------------------
 
@@ -240,7 +244,18 @@ class Helper:
             return self.files.stat(request["path"])
         if request["op"] == "commit":
             return self.files.commit(request["changes"])
+        if request["op"] == "desktop":
+            return self.desktop(request)
         return self.hello()
+
+    def desktop(self, request: wire.DesktopRequest) -> wire.DesktopResult:
+        """A batch on the display, started on first use; from then on commands see it too."""
+        with self._lock:
+            if self._desktop is None:
+                self._desktop = Desktop(self.workspace, {**self.env, **request["env"]})
+                self.env["DISPLAY"] = DISPLAY
+        width, height = request["size"]
+        return self._desktop.request(request["steps"], float(request["settle_s"]), (width, height))
 
     def _begin(self) -> None:
         with self._lock:
@@ -362,6 +377,8 @@ class Helper:
     def shutdown(self) -> None:
         """Kill every process this helper started (in a container the kernel does it anyway)."""
         self.shells.shutdown()
+        if self._desktop is not None:
+            self._desktop.close()
 
     # --- run -----------------------------------------------------------------------------
 
