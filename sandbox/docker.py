@@ -413,10 +413,11 @@ class DockerSession(ReplaceableSession):
             command += ["--subreaper", SUBREAPER_PATH]
         if listener is not None:
             command += ["--socket", f"{SOCKET_DIR}/{SOCKET_NAME}"]
+        name = f"sandloop-{self.session_id}-{self._starts}"
         created = api.create_container(
             self.image,
             command=command,
-            name=f"sandloop-{self.session_id}-{self._starts}",
+            name=name,
             user=self.user,
             working_dir=WORKSPACE,
             stdin_open=True,
@@ -428,7 +429,9 @@ class DockerSession(ReplaceableSession):
             network_disabled=cfg.network == "none",
             host_config=host_config,
         )
-        return self.client.containers.get(created["Id"])
+        # The model from what we know, not from an inspect: one engine round trip less a start
+        # (what a later reload fills in is asked for when needed).
+        return self.client.containers.prepare_model({"Id": created["Id"], "Name": f"/{name}"})
 
     def _start_container(self) -> HelperClient:
         self._starts += 1

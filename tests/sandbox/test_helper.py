@@ -271,6 +271,27 @@ def test_a_timeout_leaves_nothing_of_its_own_even_escapees(helper: Helper) -> No
         assert pids_of("sleep 1002") == []
 
 
+def test_a_subreaper_program_that_cannot_run_here_falls_back_at_the_first_command(tmp_path: Path) -> None:
+    # Not probed at start: the first command's exec of it fails, and that command still runs,
+    # its shell a subreaper all the same (an escapee below it stays in its tree and is ended).
+    program = tmp_path / "subreaper"
+    program.write_bytes(b"not a program for any machine\n")
+    program.chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    h = Helper(workspace, kill_grace_s=0.3, subreaper=str(program))
+    try:
+        assert h.shells.subreaper == "exec"
+        assert text(run(h, "echo hi")["stdout"]) == "hi\n"
+        assert h.shells.subreaper == "preexec"
+        with killing("sleep 1004"):
+            r = run(h, "(setsid sleep 1004 &); sleep 60", timeout_s=1)
+            assert r["timed_out"]
+            assert pids_of("sleep 1004") == []
+    finally:
+        h.shutdown()
+
+
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(helper: Helper) -> None:
     with killing("sleep 1003"):
         # The shell traps TERM and goes on; a child below it ignores TERM altogether.
