@@ -218,26 +218,21 @@ class Helper:
         finally:
             self._end()
 
-    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink,
-                started: Callable[[], None] = lambda: None) -> Reply:
+    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
         rid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         try:
             request = wire.parse_request(message)
-            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step, started))
+            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step))
         except Exception as exc:
             error = _error_body(exc)
             return wire.error_reply(rid, error["kind"], error["message"])
 
-    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink,
-                  started: Callable[[], None]) -> Result:
-        """``started`` is called once a run's (or a runs's first) shell is started, and before any
-        other op: until then the stream waits (see :meth:`serve`)."""
+    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink) -> Result:
         if request["op"] == "run":
-            return self.run(request, received, started)
+            return self.run(request, received)
         if request["op"] == "runs":
-            return self.runs(request, stream, received, on_step, started)
-        started()
+            return self.runs(request, stream, received, on_step)
         if request["op"] == "cancel":
             cancelled = stream.runs.get(request["target"])
             if cancelled is not None:
@@ -300,12 +295,10 @@ class Helper:
         """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends.
 
         Leaders and followers: of the stream's threads, the one holding its read lock waits for
-        the next request, serves it itself — no hand-over to another thread on the way of a
-        request (under load each such wakeup waits for a CPU) — and lets the next thread lead as
-        soon as the request's command has started (any other op: at once), so a slow command
-        never holds up the stream, and the next leader's wakeup does not compete with the spawn.
-        It makes sure another thread is ready to lead; threads idle for WORKER_IDLE_S end while
-        another is ready."""
+        the next request, then lets the next thread lead and serves the request itself — no
+        hand-over to another thread on the way of a request (under load each such wakeup waits
+        for a CPU). It makes sure another thread is ready to lead first, so a slow command never
+        holds up the stream; threads idle for WORKER_IDLE_S end while another is ready."""
         stream = _Stream(out_fd)
         stream.in_fd = in_fd
         self._add_follower(stream)
@@ -332,7 +325,6 @@ class Helper:
                 if leave:
                     return
                 continue
-            handed = True  # until a request is read: the lock goes back on every way out
             try:
                 if stream.ended.is_set():
                     return
@@ -349,41 +341,18 @@ class Helper:
                 with stream.lock:
                     stream.ready -= 1
                     alone = stream.ready == 0
-                handed = False
             finally:
-                if handed:
-                    stream.read_lock.release()
-
-            self._serve_read(message, stream, received, alone=alone)
-            with stream.lock:
-                stream.ready += 1
-
-    def _serve_read(self, message: object, stream: _Stream, received: float, *, alone: bool) -> None:
-        """Serve a request read while leading ``stream`` (its read lock still held)."""
-        handed = False
-
-        def hand_over() -> None:
-            # The stream is handed to the next thread once this request's command has started
-            # (not before: that thread's wakeup would compete with the spawn for a CPU and the
-            # interpreter lock, on every command), and before any other op.
-            nonlocal handed
-            if handed:
-                return
-            handed = True
-            stream.read_lock.release()
+                stream.read_lock.release()
             if alone and not self._add_follower(stream):
                 self.shells.reclaim()  # free the pids a background fork bomb holds, then try again
                 self._add_follower(stream)  # else this thread leads again once it is done
+            self._serve_one(message, stream, received)
+            with stream.lock:
+                stream.ready += 1
 
+    def _serve_one(self, message: object, stream: _Stream, received: float) -> None:
         try:
-            self._serve_one(message, stream, received, hand_over)
-        finally:
-            hand_over()
-
-    def _serve_one(self, message: object, stream: _Stream, received: float, started: Callable[[], None]) -> None:
-        try:
-            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step),
-                                            started))
+            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step)))
         finally:
             self._end()
 
@@ -413,8 +382,7 @@ class Helper:
 
     # --- run -----------------------------------------------------------------------------
 
-    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink,
-             started: Callable[[], None] = lambda: None) -> wire.RunsResult:
+    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink) -> wire.RunsResult:
         """The commands one after another, each answered by a step as soon as it is done; none
         after one that timed out, nor after a ``cancel``."""
         rid, cancelled = req["id"], threading.Event()
@@ -429,7 +397,7 @@ class Helper:
                 ran += 1
                 try:
                     wire.parse_request(one)  # its command, as a run's: no NUL byte
-                    result = self.run(one, received, started)
+                    result = self.run(one, received)
                 except Exception as exc:  # this command could not start: the next may
                     on_step(wire.step_reply(rid, index, None, _error_body(exc)))
                     received = time.monotonic()
@@ -442,9 +410,7 @@ class Helper:
             stream.runs.pop(rid, None)
         return {"ran": ran}
 
-    def run(self, req: wire.RunRequest, received: float | None = None,
-            on_started: Callable[[], None] = lambda: None) -> wire.RunResult:
-        """Run one command; ``on_started`` is called once its shell is started (or could not be)."""
+    def run(self, req: wire.RunRequest, received: float | None = None) -> wire.RunResult:
         if received is None:
             received = time.monotonic()
         out, err = Capped(req["max_output_bytes"]), Capped(req["max_output_bytes"])
@@ -452,13 +418,9 @@ class Helper:
         if self.contained and procs.pids_exhausted():
             # Something left in the background (a fork bomb, typically) holds nearly every pid:
             # free them before this command, or it could not even start its own pipeline.
-            on_started()  # that may take a while: the stream goes on meanwhile
             self.shells.reclaim()
         started = time.monotonic()
-        try:
-            shell = self.shells.start(req["command"], {**self.env, **req["env"]})
-        finally:
-            on_started()
+        shell = self.shells.start(req["command"], {**self.env, **req["env"]})
         spawned = time.monotonic()
         timed_out, exited = False, 0.0
         try:
