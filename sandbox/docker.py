@@ -332,6 +332,7 @@ class DockerSession(ReplaceableSession):
         self.egress: egress.EgressHandle | None = None
         self._listener: HelperListener | None = None  # until the helper's connection is accepted
         self._attach: HelperClient | None = None  # the attach stream's client: hello, stderr, its end
+        self._reaping: asyncio.Future[None] | None = None  # the reap of stale containers started beside it
 
     @classmethod
     async def create(
@@ -354,20 +355,18 @@ class DockerSession(ReplaceableSession):
         owns_client = client is None  # ours to close with the session (its connection pool)
         with engine_errors("cannot reach the Docker engine"):
             client = client or await asyncio.to_thread(docker.from_env)
-        # The reap runs beside the start, not before it (≈15 ms of every start): it removes only
-        # what dead or expired owners left, never this live session's objects.
+        # The reap runs beside the start and the session's first commands, not before them: it
+        # removes only what dead or expired owners left, never this live session's objects, and
+        # on a busy engine its listings take as long as a container's start. close() waits for it.
         reaping = asyncio.ensure_future(asyncio.to_thread(_reap_logged, client)) if reap_stale else None
         session = cls(client, workspace, config)
         session._owns_client = owns_client
+        session._reaping = reaping
         try:
             if session.config.network_allow is not None:
                 await session._attach_egress(list(session.config.network_allow))
             await session._client()
-            if reaping is not None:
-                await reaping
         except BaseException:
-            if reaping is not None:
-                await asyncio.gather(reaping, return_exceptions=True)
             await session.close()  # a failed start leaves no proxy or network behind
             raise
         return session
@@ -570,6 +569,11 @@ class DockerSession(ReplaceableSession):
         if self._closed:
             return
         await super().close()
+        reaping, self._reaping = self._reaping, None
+        if reaping is not None:  # it ran beside the session; its failure is only worth a line
+            for failure in await asyncio.gather(reaping, return_exceptions=True):
+                if isinstance(failure, BaseException):
+                    log.warning("the reap of stale sandboxes failed: %s", _one_line(failure))
         if self.egress is not None:
             await self.egress.close()
         if self._owns_client:
