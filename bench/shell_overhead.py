@@ -5,7 +5,9 @@
    The native baseline is measured twice: called straight from the event loop (no thread hop:
    the floor, which the target is judged against) and through ``asyncio.to_thread`` (what an
    asyncio program must do with a blocking call). The hop itself is measured alone, and so is a
-   helper round trip that runs no command (the transport's floor).
+   helper round trip that runs no command (the transport's floor), and the native side's own
+   code run by python3 inside the session's container, in batches of 20 between the rounds
+   (the engine's floor: the container's cgroup share, seccomp filters and CPU quota).
 2. One ``shell_call`` of 200 × ``true`` answered by the handler (the default policy, an audit log,
    the session), against 200 × native ``bash -c true``, interleaved.
 3. 8 × ``sleep 0.5`` in parallel through one session, against 8 native ``bash -c 'sleep 0.5'``
@@ -15,7 +17,11 @@
    → the container removed. A session (``DockerSession.create`` with its reap of stale
    containers, ``run``, ``close``) against a bare container of the same image (create with
    ``--network none``, attach, start, read the answer, remove), alternating which goes first;
-   and, for context, a session that skips the reap.
+   and, for context, a session that skips the reap, and the floor for a helper written in
+   Python: a bare container whose answer comes from python3 importing the helper's modules.
+5. A profile (full runs, or ``--profile``): py-spy samples the helper (by its pid on the host)
+   and this process while the session runs ``echo hi``, and the samples are put in parts
+   (:mod:`bench.profile`): the spawn, the wait for the command, the cgroup counters, the reply …
 
 Where the time goes: 1.–3. print each hop's median (and its share of the median) from the
 timestamps a command collects on its way (``CommandResult.timing``: host sent → helper received
@@ -25,8 +31,9 @@ woken), so a regression shows where it is.
 Targets: sandloop median ≤ 1.5× native (p90 ≤ 3×), ≥ 15× faster than docker exec; the 200-command
 call ≤ 1.5× native; 8 parallel ≤ 1.05 × 0.5 s; session start ≤ 1.5× a bare container, to the first
 answer and to removal. Run it on a loaded machine too (``make test`` beside it, or two busy
-processes): load is where the hops show. ``BENCH_RUNTIME=runsc`` measures under gVisor (both
-sides of 4. use it).
+processes): load is where the hops show; the load average is printed at the start and the end.
+Where a floor measured in the run already misses a target, the bench says so.
+``BENCH_RUNTIME=runsc`` measures under gVisor (both sides of 4. use it).
 """
 
 from __future__ import annotations
