@@ -228,6 +228,23 @@ CORPUS = [
 SYNTAX_ERRORS = ["echo before\nif\necho after", "echo before\nfi\necho after", "echo \"unterminated"]
 
 
+async def test_a_request_sent_while_a_command_runs_is_answered_before_it_ends(
+        wired: tuple[Helper, HelperClient]) -> None:
+    # The thread serving the long command leads the stream; it hands it over when the next
+    # request arrives, so neither that request nor the ones after it wait for the command.
+    _, client = wired
+    options = {"timeout_s": 30.0, "max_output_bytes": 1 << 16, "env": None}
+    slow = asyncio.create_task(client.run("sleep 5; echo slow", **options))
+    await asyncio.sleep(0.3)  # its command runs, its thread leads
+    for i in range(3):  # one after another: each quick one is read by whoever leads now
+        got = await asyncio.wait_for(client.run(f"echo {i}", **options), 4)
+        assert got.stdout.text == f"{i}\n"
+    assert not slow.done()
+    assert (await asyncio.wait_for(slow, 15)).stdout.text == "slow\n"
+    quick = await asyncio.gather(*[client.run(f"echo {i}", **options) for i in range(8)])  # all at once
+    assert [r.stdout.text for r in quick] == [f"{i}\n" for i in range(8)]
+
+
 @pytest.mark.parametrize("script", CORPUS + SYNTAX_ERRORS)
 def test_a_long_command_runs_exactly_as_bash_c_would(tmp_path: Path, script: str) -> None:
     direct, via_memfd = Helper(tmp_path), Helper(tmp_path, inline_command_max=0)
