@@ -210,8 +210,8 @@ async def per_command(client: docker.DockerClient, image: str, session: DockerSe
     engine = med["native in the container"] / med["native"]
     print(f"  the engine's floor, same run: the native side's own subprocess.run inside the session's container "
           f"{ms(med['native in the container'])} = {engine:.2f}× native (the container's cgroup share on a busy "
-          f"machine, its seccomp filters, its CPU quota); sandloop / that floor "
-          f"{med['sandloop'] / med['native in the container']:.2f}×")
+          f"machine, its seccomp filters, its CPU quota; below 1×: the container is no floor in this run"
+          f"); sandloop / that floor {med['sandloop'] / med['native in the container']:.2f}×")
     if engine * 1.05 > 1.5:
         print(f"  so the target is below the floor here: a command in this container cannot cost less than "
               f"{engine:.2f}× native before sandloop adds anything")
