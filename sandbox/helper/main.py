@@ -79,6 +79,9 @@ KILL_GRACE_S = 0.5
 #: How often the tree of a timed-out command is looked at while it is being ended.
 POLL_S = 0.01
 MAX_READ_BYTES = 64 << 20
+#: The ops a leading thread serves without handing its stream over (see :meth:`Helper._dispatch`).
+_ANSWERED_AT_ONCE = frozenset({"cancel", "stat", "hello"})
+
 #: How long a thread that served a request waits to lead again before it ends (while another is
 #: ready): a session's requests reuse threads instead of starting one each.
 WORKER_IDLE_S = 30.0
@@ -267,7 +270,10 @@ class Helper:
             return self.run(request, received, lead)
         if request["op"] == "runs":
             return self.runs(request, stream, received, on_step, lead)
-        if lead is not None and request["op"] in ("read", "commit"):  # these may take a while
+        # Any op but these few answers-at-once may take a while (a read, a commit, a desktop batch):
+        # the stream goes to another thread first, so a request sent meanwhile (a cancel, a command
+        # that kills a hung X server) is not queued behind it.
+        if lead is not None and request["op"] not in _ANSWERED_AT_ONCE:
             lead.hand_over()
         if request["op"] == "cancel":
             cancelled = stream.runs.get(request["target"])
