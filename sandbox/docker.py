@@ -46,12 +46,13 @@ from sandloop.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandloop.limits import Limits
 
 from . import egress, images, seccomp
-from .bundle import helper_programs
-from .ca import ca_env, ca_mount
+from .bundle import helper_programs, install
+from .ca import ca_env, ca_mount, host_bundle, with_session_ca
 from .helper.client import HelperClient, ReplaceableSession
 from .helper.confine import EXEC
 from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
+from .injection import Injection, SecretSpec, resolve_all
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
 
@@ -106,6 +107,9 @@ class DockerConfig:
     #: Domains the session may reach (a policy's ``[shell] network`` list). Not None: the
     #: container joins an internal network whose only way out is an allow-list proxy.
     network_allow: tuple[str, ...] | None = None
+    #: Let allowed *names* resolve to private addresses (an internal service, an internal
+    #: mirror). Off by default: on the engine's bridge a private address can be the host itself.
+    network_private_ok: bool = False
     memory: str = "1g"
     cpus: float = 1.0
     pids_limit: int = 256
@@ -123,6 +127,9 @@ class DockerConfig:
     #: :data:`~sandbox.ca.CA_PATH`, never over the image's own bundle, and named by
     #: the variables each client reads (:data:`~sandbox.ca.CA_VARIABLES`).
     ca_bundle: str | None = None
+    #: Secrets the egress proxy adds to HTTPS requests to their hosts (a policy's [secrets]
+    #: whose hosts ``network_allow`` allows); read on the host at start, never given to the sandbox.
+    secrets: tuple[SecretSpec, ...] = ()
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -336,6 +343,7 @@ class DockerSession(ReplaceableSession):
         self._listener: HelperListener | None = None  # until the helper's connection is accepted
         self._attach: HelperClient | None = None  # the attach stream's client: hello, stderr, its end
         self._reaping: asyncio.Future[None] | None = None  # the reap of stale containers started beside it
+        self._trust_file: Path | None = None  # this session's bundle with its CA (secrets only)
 
     @classmethod
     async def create(
@@ -367,23 +375,33 @@ class DockerSession(ReplaceableSession):
         session._reaping = reaping
         try:
             if session.config.network_allow is not None:
-                await session._attach_egress(list(session.config.network_allow))
+                # Each secret read first: a missing one is a one-line error before anything starts.
+                injections = resolve_all(session.config.secrets)
+                await session._attach_egress(list(session.config.network_allow), injections)
             await session._client()
         except BaseException:
             await session.close()  # a failed start leaves no proxy or network behind
             raise
         return session
 
-    async def _attach_egress(self, allow: list[str]) -> None:
+    async def _attach_egress(self, allow: list[str], injections: tuple[Injection, ...] = ()) -> None:
         cfg = self.config
+        trust = await asyncio.to_thread(lambda: host_bundle().read_text(errors="replace")) if injections else ""
         self.egress = await egress.attach_egress(
             self.client, allow, session_id=self.session_id,
             labels=owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
-            on_decision=cfg.on_egress,
+            on_decision=cfg.on_egress, private_ok=cfg.network_private_ok, secrets=injections, trust_pem=trust,
         )
         # The proxy's variables win over the policy's: they are the only way out.
         self.config = replace(cfg, network=self.egress.network)
         self.base_env = {**self.base_env, **self.egress.env}
+        if injections:
+            # The session CA joins what the sandbox trusts, for this session only: a file of its
+            # own (certificates, never a key) outside every sandbox-writable path, removed at close.
+            data = with_session_ca(cfg.ca_bundle, self.egress.ca_pem)
+            self._trust_file = install(data, "session-trust", ".crt", outside=[self.host_workspace])
+            self.config = replace(self.config, ca_bundle=str(self._trust_file))
+            self.base_env = {**ca_env(), **self.base_env}
 
     # --- container life ------------------------------------------------------------------
 
@@ -582,6 +600,9 @@ class DockerSession(ReplaceableSession):
                     log.warning("the reap of stale sandboxes failed: %s", _one_line(failure))
         if self.egress is not None:
             await self.egress.close()
+        if self._trust_file is not None:
+            with contextlib.suppress(OSError):
+                self._trust_file.unlink()
         if self._owns_client:
             # Otherwise every session leaves its connection pool's sockets open until garbage
             # collection: a harness that opens hundreds of sessions runs out of descriptors.

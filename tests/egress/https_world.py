@@ -1,0 +1,156 @@
+"""A real HTTPS server with its own test CA, in a container only a session's proxy can reach.
+
+The server (the shell image's python3, ``http.server`` under ``ssl``) answers to ``api.test``
+and ``other.test`` on 8443 with a certificate of the test CA, and to ``untrusted.test`` on 8444
+with a self-signed one no trust store holds. It checks the ``Authorization`` header itself
+against the token it was started with and says only whether it matched, so a response never
+carries the token unless a path asks for the echo (``/echo``, for the proxy's masking).
+Used by ``tests/egress/test_secrets_docker.py`` and ``bench/secrets.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+import docker
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from sandbox import images
+
+PORT = 8443
+UNTRUSTED_PORT = 8444
+NAMES = ["api.test", "other.test", "untrusted.test"]
+
+SERVER = r'''
+import http.server, json, os, ssl, sys, threading
+TOKEN = os.environ["EXPECT"]
+for name in ("CERT", "KEY", "SELF_CERT", "SELF_KEY"):
+    with open(f"/tmp/{name}.pem", "w") as fh:
+        fh.write(os.environ[name])
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        auth = self.headers.get("Authorization")
+        if self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", f"https://other.test:{self.server.server_port}/check")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/echo":
+            body = f"you sent: {auth}".encode()
+        else:
+            body = json.dumps({"host": self.headers.get("Host"), "present": auth is not None,
+                               "ok": auth == f"Bearer {TOKEN}",
+                               "encoding": self.headers.get("Accept-Encoding")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+def serve(port, cert, key):
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+serve(int(sys.argv[1]), "/tmp/CERT.pem", "/tmp/KEY.pem")
+serve(int(sys.argv[2]), "/tmp/SELF_CERT.pem", "/tmp/SELF_KEY.pem")
+print("serving", flush=True)
+threading.Event().wait()
+'''
+
+
+def _pem(cert: x509.Certificate) -> str:
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec.EllipticCurvePrivateKey,
+          *, ca: bool, names: list[str]) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
+            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+            critical=True)
+    return builder.sign(signer, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class TestPKI:
+    ca_pem: str  # what the host's trust store holds in the tests (SSL_CERT_FILE)
+    cert_pem: str
+    key_pem: str = ""
+    self_cert_pem: str = ""
+    self_key_pem: str = ""
+
+
+def make_pki() -> TestPKI:
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("sandloop test CA", ca_key, "sandloop test CA", ca_key, ca=True, names=[])
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = _cert("api.test", key, "sandloop test CA", ca_key, ca=False, names=["api.test", "other.test"])
+    self_key = ec.generate_private_key(ec.SECP256R1())
+    self_signed = _cert("untrusted.test", self_key, "untrusted.test", self_key, ca=False, names=["untrusted.test"])
+    return TestPKI(_pem(ca), _pem(leaf), _key_pem(key), _pem(self_signed), _key_pem(self_key))
+
+
+@dataclass(frozen=True)
+class Target:
+    network: str
+    container_id: str
+
+
+def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], pki: TestPKI, token: str) -> Target:
+    """The server on a bridge network of its own (join a proxy to it with ``connect``)."""
+    api = client.api
+    net = f"sandloop-sectest-{sid}"
+    api.create_network(net, driver="bridge", labels=labels)
+    created = api.create_container(
+        images.image_name("shell"), command=["python3", "-u", "-c", SERVER, str(PORT), str(UNTRUSTED_PORT)],
+        name=f"sandloop-sectest-{sid}", user="65534:65534", labels=labels,
+        environment={"EXPECT": token, "CERT": pki.cert_pem, "KEY": pki.key_pem, "SELF_CERT": pki.self_cert_pem,
+                     "SELF_KEY": pki.self_key_pem},
+        host_config=api.create_host_config(network_mode=net, cap_drop=["ALL"]),
+        networking_config=api.create_networking_config({net: api.create_endpoint_config(aliases=NAMES)}),
+    )
+    api.start(created["Id"])
+    for line in api.logs(created["Id"], stream=True, follow=True):
+        if b"serving" in line:
+            break
+    return Target(net, created["Id"])
+
+
+def connect(client: docker.DockerClient, target: Target, container_id: str) -> None:
+    client.api.connect_container_to_network(container_id, target.network)
+
+
+def stop_target(client: docker.DockerClient, target: Target) -> None:
+    client.api.remove_container(target.container_id, force=True, v=True)
+    client.api.remove_network(target.network)
