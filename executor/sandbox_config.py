@@ -81,7 +81,7 @@ def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...]) -> tuple[Se
     entries = [host_entry(entry) for entry in allow]
     return tuple(
         SecretSpec(name=name, host=s.host, port=s.port, env=s.env, file=s.file, header=s.header,
-                   template=s.template, basic=s.basic)
+                   template=s.template, basic=s.basic, private=s.private)
         for name, s in policy.secrets.items() if match_host(entries, s.host, s.port) is not None)
 
 

@@ -371,6 +371,8 @@ class SecretEntry(_Section):
     template: str = Field(default="Bearer {value}", description="the header's value; {value} is the secret")
     basic: str | None = Field(default=None, description="send HTTP basic auth with this user name and "
                               "the secret as password (instead of header/template)")
+    private: bool = Field(default=False, description="the host is an internal service: its name may resolve "
+                          "to a private address (never loopback or link-local), for this host only")
 
     @field_validator("host")
     @classmethod

@@ -54,6 +54,7 @@ class Secret:
     header: str
     value: str = field(repr=False)
     redact: tuple[str, ...] = field(repr=False, default=())
+    private: bool = False  # an internal service: its name may resolve to a private address
 
 
 class Masker:
@@ -128,7 +129,8 @@ class Injector:
     def __init__(self, config: dict[str, Any]) -> None:
         self.secrets = {
             (str(s["host"]), int(s["port"])): Secret(str(s["name"]), str(s["host"]), int(s["port"]), str(s["header"]),
-                                                     str(s["value"]), tuple(map(str, s.get("redact", ()))))
+                                                     str(s["value"]), tuple(map(str, s.get("redact", ()))),
+                                                     bool(s.get("private")))
             for s in config.get("secrets", [])
         }
         self.servers = {host: _server_context(cert, key) for host, (cert, key) in config.get("certs", {}).items()}

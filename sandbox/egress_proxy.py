@@ -202,8 +202,9 @@ class Handler(socketserver.BaseRequestHandler):
             entry = check(self.server.allow, host, port)
             # An IP literal passed only by being listed exactly: the operator named it.
             listed_address = ip_literal(host) is not None
-            upstream = connect(host, port, private_ok=self.server.private_ok or listed_address)
             secret = self.server.injector.secret_for(host, port) if tunnel and self.server.injector else None
+            private_ok = self.server.private_ok or listed_address or (secret is not None and secret.private)
+            upstream = connect(host, port, private_ok=private_ok)
             if secret is not None:
                 self._secret_tunnel(client, upstream, secret, entry)
                 return

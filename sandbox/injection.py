@@ -34,6 +34,7 @@ class SecretSpec:
     header: str = "Authorization"
     template: str = "Bearer {value}"
     basic: str | None = None  # a user name: Authorization: Basic base64(user:value)
+    private: bool = False  # the host's name may resolve to a private address (an internal service)
 
     def _read(self) -> str:
         where = f"secret {self.name!r}"
@@ -66,7 +67,7 @@ class SecretSpec:
         else:
             header, rendered = self.header, self.template.replace("{value}", value)
             forms = (value,)
-        return Injection(self.name, self.host, self.port, header, rendered, forms)
+        return Injection(self.name, self.host, self.port, header, rendered, forms, self.private)
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,12 @@ class Injection:
     #: Every form of the secret a response could echo (the value; for basic auth, its base64
     #: too): the proxy masks each in what it hands back to the sandbox.
     forms: tuple[str, ...] = field(repr=False, default=())
+    private: bool = False
 
     def for_proxy(self) -> dict[str, object]:
         """What the proxy is told (over its stdin, never its command line or environment)."""
         return {"name": self.name, "host": self.host, "port": self.port, "header": self.header,
-                "value": self.value, "redact": list(self.forms)}
+                "value": self.value, "redact": list(self.forms), "private": self.private}
 
 
 def resolve_all(specs: Iterable[SecretSpec]) -> tuple[Injection, ...]:

@@ -1,0 +1,102 @@
+"""A whole run with a ``[secrets]`` policy: the model's commands reach the service with the token,
+and the token is nowhere the run leaves behind — request log, audit chain, summary, report —
+nor in what the model read, even when the service echoes it.
+
+The service is the HTTPS server of ``tests/egress/https_world.py``, on a private bridge address
+(an internal service: ``private = true``); the run's proxy is joined to its network as soon as it
+appears, and the model's first command waits for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+
+import docker
+import pytest
+from rich.console import Console
+
+from executor.report import write_report
+from executor.run import RunOptions, run_task
+from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
+from policies.audit import verify
+from sandbox import images
+from sandbox.lifecycle import owner_labels
+from tests.egress import https_world
+from tests.egress.https_world import PORT
+
+pytestmark = pytest.mark.docker
+
+ENV = "SANDLOOP_TEST_RUN_TOKEN"
+POLICY = f'''version = 1
+[shell]
+default = "allow"
+network = ["api.test:{PORT}"]
+
+[secrets.api]
+host = "api.test"
+port = {PORT}
+env = "{ENV}"
+private = true
+'''
+
+
+def _join_proxies(client: docker.DockerClient, target: https_world.Target, stop: threading.Event) -> None:
+    """Join every egress proxy this process starts to the service's network."""
+    joined: set[str] = set()
+    mine = [f"sandloop.owner_pid={os.getpid()}", "sandloop.role=egress-proxy"]
+    while not stop.wait(0.05):
+        for row in client.api.containers(filters={"label": mine}):
+            if row["Id"] not in joined:
+                https_world.connect(client, target, row["Id"])
+                joined.add(row["Id"])
+
+
+def test_the_secret_is_used_and_never_recorded(docker_client: docker.DockerClient, tmp_path: Path,
+                                                user_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    images.ensure(docker_client, "shell")
+    pki = https_world.make_pki()
+    (tmp_path / "trust.pem").write_text(pki.ca_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "trust.pem"))
+    token = f"sl-{secrets.token_hex(20)}"
+    monkeypatch.setenv(ENV, token)
+    sid = f"secrun{secrets.token_hex(4)}"
+    target = https_world.start_target(docker_client, sid, owner_labels(sid, 600, 600), pki, token)
+    stop = threading.Event()
+    joiner = threading.Thread(target=_join_proxies, args=(docker_client, target, stop), daemon=True)
+    joiner.start()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    wait = f"for i in $(seq 200); do curl -sf --max-time 5 https://api.test:{PORT}/check && break; sleep 0.1; done"
+    model = ScriptedModel([[shell_call([wait, f"curl -s https://api.test:{PORT}/echo"], call_id="c1")],
+                           [message("done")]])
+    try:
+        with FakeResponsesServer(model) as server:
+            opts = RunOptions(task="call the service", repo=user_workspace, base_url=server.base_url,
+                              api_key="sk-test-0000", policy=str(policy), log=tmp_path / "run" / "requests.jsonl")
+            outcome = asyncio.run(run_task(opts, Console(file=io.StringIO())))
+    finally:
+        stop.set()
+        joiner.join()
+        https_world.stop_target(docker_client, target)
+    assert outcome.result.exit_code == 0, outcome.result.detail
+    output = outcome.result.turns[0].calls[0].output
+    assert output is not None
+    assert json.loads(output["output"][0]["stdout"])["ok"] is True
+    assert output["output"][1]["stdout"] == "you sent: Bearer " + "*" * len(token)
+
+    records = [json.loads(line) for line in (outcome.folder / "audit.jsonl").read_text().splitlines()]
+    injected = [r for r in records if r.get("action") == "egress" and r.get("rule_id") == "secrets.api"]
+    assert {(r["subject"], r["decision"]) for r in injected} == {(f"GET api.test:{PORT}", "allow")}
+    assert len(injected) == 2 and all(r["secret"] == "api" for r in injected)
+    assert verify(outcome.folder / "audit.jsonl", head=outcome.audit_head) == []
+
+    write_report(outcome.folder)
+    left = {path.name: path.read_bytes() for path in outcome.folder.rglob("*") if path.is_file()}
+    assert {"requests.jsonl", "audit.jsonl", "summary.json", "report.html"} <= set(left)
+    assert [name for name, data in left.items() if token.encode() in data] == []
