@@ -137,13 +137,27 @@ class Injector:
         self.upstream = ssl.create_default_context(cadata=str(config.get("trust", "")) or None)
         self.upstream.minimum_version = ssl.TLSVersion.TLSv1_2
         self.upstream.set_alpn_protocols(["http/1.1"])
+        self._sessions: dict[tuple[str, int], ssl.SSLSession] = {}
 
     def secret_for(self, host: str, port: int) -> Secret | None:
         return self.secrets.get((host, port))
 
     def open_upstream(self, upstream: socket.socket, secret: Secret) -> ssl.SSLSocket:
-        """TLS to the real server, verified against the host's trust store; OSError/SSLError if not."""
-        return self.upstream.wrap_socket(upstream, server_hostname=secret.host)
+        """TLS to the real server, verified against the host's trust store; OSError/SSLError if
+        not. A session the server gave before is offered again: a resumed handshake skips the
+        certificate exchange, most of what the proxy's second handshake costs."""
+        session = self._sessions.get((secret.host, secret.port))
+        try:
+            return self.upstream.wrap_socket(upstream, server_hostname=secret.host, session=session)
+        except ssl.SSLError:
+            self._sessions.pop((secret.host, secret.port), None)
+            raise
+
+    def keep_session(self, upstream: ssl.SSLSocket, secret: Secret) -> None:
+        """Keep the server's session (its ticket arrives after the handshake) for the next tunnel."""
+        with contextlib.suppress(ssl.SSLError, ValueError):
+            if upstream.session is not None and upstream.session.has_ticket:
+                self._sessions[(secret.host, secret.port)] = upstream.session
 
     def serve(self, client: socket.socket, upstream: ssl.SSLSocket, secret: Secret,
               injected: Callable[[str], None], idle_s: float) -> None:
@@ -165,6 +179,7 @@ class Injector:
                 return
             injected(method)
             _relay(inner, upstream, Masker(list(secret.redact)), idle_s)
+            self.keep_session(upstream, secret)
 
 
 def _recv(sock: socket.socket) -> bytes:
