@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -34,10 +33,8 @@ sys.path.insert(1, str(_HERE))
 import docker  # noqa: E402
 from report import judge, median, rounds, spread  # noqa: E402
 
-from sandbox import images  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSession  # noqa: E402
 from sandbox.injection import SecretSpec  # noqa: E402
-from sandbox.lifecycle import owner_labels  # noqa: E402
 from tests.egress import https_world  # noqa: E402
 from tests.egress.https_world import PORT  # noqa: E402
 
@@ -68,18 +65,12 @@ print(json.dumps(times))
 
 async def main() -> None:
     client = docker.from_env()
-    images.ensure(client, "shell")
-    pki = https_world.make_pki()
     work = Path(tempfile.mkdtemp(prefix="sandloop-bench-secrets-"))
-    (work / "trust.pem").write_text(pki.ca_pem)
-    os.environ["SSL_CERT_FILE"] = str(work / "trust.pem")  # the host's trust store, for this run
-    token = secrets.token_hex(20)
-    os.environ[ENV] = token
     repo = work / "repo"
     repo.mkdir()
     (repo / "client.py").write_text(CLIENT)
-    sid = f"secbench{secrets.token_hex(4)}"
-    target = https_world.start_target(client, sid, owner_labels(sid, 600, 600), pki, token)
+    # The test CA becomes this process's trust store (SSL_CERT_FILE), for this run only.
+    target, _ = https_world.serve(client, work, os.environ.__setitem__, ENV, "secbench")
     config = DockerConfig(network_allow=(f"api.test:{PORT}", f"other.test:{PORT}"), network_private_ok=True,
                           secrets=(SecretSpec("api", "api.test", PORT, env=ENV),))
     n = rounds(60, 5)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Injector", "Masker", "Secret", "rewrite_head"]
+__all__ = ["Injector", "Masker", "Secret", "relay", "rewrite_head"]
 
 MAX_HEAD = 64 << 10
 _HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade",
@@ -178,7 +178,7 @@ class Injector:
             except OSError:
                 return
             injected(method)
-            _relay(inner, upstream, Masker(list(secret.redact)), idle_s)
+            relay(inner, upstream, idle_s, Masker(list(secret.redact)))
             self.keep_session(upstream, secret)
 
 
@@ -190,30 +190,37 @@ def _recv(sock: socket.socket) -> bytes:
     return data
 
 
-def _relay(inner: ssl.SSLSocket, upstream: ssl.SSLSocket, masker: Masker, idle_s: float) -> None:
-    """Both ways until the server ends (it was asked to close after one answer) or both go idle.
-    No half-close: shutting down one way of a TLS socket ends its TLS; the sandbox's end of
-    sending is simply no longer read."""
+def relay(client: socket.socket, upstream: socket.socket, idle_s: float, masker: Masker | None = None) -> None:
+    """Copy bytes both ways until both sides finish or both go idle. A blind tunnel passes
+    half-closes through. A secret's tunnel (``masker``: what comes back is masked) ends when the
+    server does (it was asked to close after one answer), without half-closes: shutting down one
+    way of a TLS socket ends its TLS, so the sandbox's end of sending is simply no longer read."""
     sel = selectors.DefaultSelector()
-    sel.register(inner, selectors.EVENT_READ, upstream)
-    sel.register(upstream, selectors.EVENT_READ, inner)
+    sel.register(client, selectors.EVENT_READ, upstream)
+    sel.register(upstream, selectors.EVENT_READ, client)
+    open_ends = 2
     try:
-        while True:
+        while open_ends:
             events = sel.select(idle_s)
             if not events:
                 return
             for key, _ in events:
-                src: ssl.SSLSocket = key.fileobj  # type: ignore[assignment]
+                src: socket.socket = key.fileobj  # type: ignore[assignment]
+                dst: socket.socket = key.data
                 data = _recv(src)
-                if src is upstream:
-                    if not data:
-                        inner.sendall(masker.flush())
+                masking = masker is not None and src is upstream
+                if data:
+                    dst.sendall(masker.feed(data) if masker is not None and masking else data)
+                    continue
+                sel.unregister(src)
+                open_ends -= 1
+                if masker is not None:
+                    if masking:
+                        dst.sendall(masker.flush())
                         return
-                    inner.sendall(masker.feed(data))
-                elif data:
-                    upstream.sendall(data)
-                else:
-                    sel.unregister(inner)
+                    continue
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
     except OSError:
         return
     finally:

@@ -31,14 +31,13 @@ import contextlib
 import ipaddress
 import json
 import os
-import selectors
 import socket
 import socketserver
 import sys
 import threading
 from urllib.parse import urlsplit
 
-from sandbox.egress_inject import Injector, Secret
+from sandbox.egress_inject import Injector, Secret, relay
 from sandloop.matching import HostEntry, host_entry, ip_literal, match_host, normalise_host
 
 RULE = "shell.network"
@@ -141,37 +140,6 @@ def _split_host_port(authority: str, default: int) -> tuple[str, int]:
     return normalize_host(parts.hostname or ""), port
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
-    """Copy bytes both ways until both sides finish (half-closes pass through) or go idle."""
-    sel = selectors.DefaultSelector()
-    sel.register(a, selectors.EVENT_READ, b)
-    sel.register(b, selectors.EVENT_READ, a)
-    open_ends = 2
-    try:
-        while open_ends:
-            events = sel.select(IDLE_TIMEOUT_S)
-            if not events:
-                return
-            for key, _ in events:
-                src: socket.socket = key.fileobj  # type: ignore[assignment]
-                dst: socket.socket = key.data
-                try:
-                    data = src.recv(65536)
-                except OSError:
-                    return
-                if data:
-                    dst.sendall(data)
-                    continue
-                sel.unregister(src)
-                open_ends -= 1
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        return
-    finally:
-        sel.close()
-
-
 class Handler(socketserver.BaseRequestHandler):
     server: Server
 
@@ -221,7 +189,7 @@ class Handler(socketserver.BaseRequestHandler):
             if tunnel:
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             upstream.sendall(first + rest)
-            _pipe(client, upstream)
+            relay(client, upstream, IDLE_TIMEOUT_S)
 
     def _secret_tunnel(self, client: socket.socket, upstream: socket.socket, secret: Secret, entry: HostEntry) -> None:
         """A CONNECT to a secret's host: the upstream verified before the 200, then the injector."""

@@ -11,7 +11,10 @@ Used by ``tests/egress/test_secrets_docker.py`` and ``bench/secrets.py``.
 from __future__ import annotations
 
 import datetime
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 from cryptography import x509
@@ -20,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from sandbox import images
+from sandbox.lifecycle import owner_labels
 
 PORT = 8443
 UNTRUSTED_PORT = 8444
@@ -145,6 +149,21 @@ def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], 
         if b"serving" in line:
             break
     return Target(net, created["Id"])
+
+
+def serve(client: docker.DockerClient, folder: Path, setenv: Callable[[str, str], None], token_variable: str,
+          prefix: str) -> tuple[Target, str]:
+    """The server started with a fresh token, which ``setenv`` puts in ``token_variable``; the
+    test CA written to ``folder`` and made this host's trust store (``SSL_CERT_FILE``, as
+    :func:`sandbox.ca.host_bundle` reads it). Returns the target and the token."""
+    images.ensure(client, "shell")
+    pki = make_pki()
+    (folder / "host-trust.pem").write_text(pki.ca_pem)
+    setenv("SSL_CERT_FILE", str(folder / "host-trust.pem"))
+    token = f"sl-{secrets.token_hex(20)}"
+    setenv(token_variable, token)
+    sid = f"{prefix}{secrets.token_hex(4)}"
+    return start_target(client, sid, owner_labels(sid, 600, 600), pki, token), token
 
 
 def connect(client: docker.DockerClient, target: Target, container_id: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,9 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox import images
 from sandbox.docker import DockerConfig, DockerSession
 from sandbox.egress import EgressDecision
 from sandbox.injection import SecretSpec
-from sandbox.lifecycle import owner_labels
 from sandloop.errors import ConfigError
 from tests.egress import https_world
 from tests.egress.https_world import PORT, UNTRUSTED_PORT
@@ -80,15 +77,7 @@ class World:
 @pytest.fixture
 async def world(docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path,
                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[World]:
-    images.ensure(docker_client, "shell")
-    pki = https_world.make_pki()
-    # The host's trust store, as host_bundle() reads it: the test CA only.
-    (tmp_path / "host-trust.pem").write_text(pki.ca_pem)
-    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "host-trust.pem"))
-    token = f"sl-{secrets.token_hex(20)}"
-    monkeypatch.setenv(ENV, token)
-    sid = f"sectest{secrets.token_hex(4)}"
-    target = https_world.start_target(docker_client, sid, owner_labels(sid, 600, 600), pki, token)
+    target, token = https_world.serve(docker_client, tmp_path, monkeypatch.setenv, ENV, "sectest")
     decisions: list[EgressDecision] = []
     config = DockerConfig(
         network_allow=(f"api.test:{PORT}", f"other.test:{PORT}", f"untrusted.test:{UNTRUSTED_PORT}"),

@@ -13,7 +13,6 @@ import asyncio
 import io
 import json
 import os
-import secrets
 import threading
 from pathlib import Path
 
@@ -25,8 +24,6 @@ from executor.report import write_report
 from executor.run import RunOptions, run_task
 from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
 from policies.audit import verify
-from sandbox import images
-from sandbox.lifecycle import owner_labels
 from tests.egress import https_world
 from tests.egress.https_world import PORT
 
@@ -59,14 +56,7 @@ def _join_proxies(client: docker.DockerClient, target: https_world.Target, stop:
 
 def test_the_secret_is_used_and_never_recorded(docker_client: docker.DockerClient, tmp_path: Path,
                                                 user_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    images.ensure(docker_client, "shell")
-    pki = https_world.make_pki()
-    (tmp_path / "trust.pem").write_text(pki.ca_pem)
-    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "trust.pem"))
-    token = f"sl-{secrets.token_hex(20)}"
-    monkeypatch.setenv(ENV, token)
-    sid = f"secrun{secrets.token_hex(4)}"
-    target = https_world.start_target(docker_client, sid, owner_labels(sid, 600, 600), pki, token)
+    target, token = https_world.serve(docker_client, tmp_path, monkeypatch.setenv, ENV, "secrun")
     stop = threading.Event()
     joiner = threading.Thread(target=_join_proxies, args=(docker_client, target, stop), daemon=True)
     joiner.start()
