@@ -69,8 +69,9 @@ def _protected(policy: Policy) -> tuple[str, ...]:
     return tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only))))
 
 
-def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...]) -> tuple[SecretSpec, ...]:
-    """The policy's ``[secrets]`` whose host:port ``allow`` (a network list) lets commands reach.
+def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...] | None) -> tuple[SecretSpec, ...]:
+    """The policy's ``[secrets]`` whose host:port ``allow`` (a network list) lets commands reach
+    (None: all of them; environment setup picks by the hosts it may reach, known only then).
     A secret no list of the policy allows is a one-line ConfigError: lint's
     ``secret-host-not-allowed``, refused at start too, since it could never be sent."""
     unreachable = secrets_not_allowed(policy)
@@ -78,11 +79,11 @@ def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...]) -> tuple[Se
         name = unreachable[0]
         raise ConfigError(f"secret {name!r}: its host {policy.secrets[name].host}:{policy.secrets[name].port} is "
                           "allowed by neither [shell] network nor [environment] setup_network")
-    entries = [host_entry(entry) for entry in allow]
+    entries = [host_entry(entry) for entry in allow or []]
     return tuple(
         SecretSpec(name=name, host=s.host, port=s.port, env=s.env, file=s.file, header=s.header,
                    template=s.template, basic=s.basic, private=s.private)
-        for name, s in policy.secrets.items() if match_host(entries, s.host, s.port) is not None)
+        for name, s in policy.secrets.items() if allow is None or match_host(entries, s.host, s.port) is not None)
 
 
 def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None,
@@ -154,4 +155,5 @@ def environment_spec(loaded: LoadedPolicy, image: str | None = None) -> Environm
         runtime=shell.runtime,
         read_only_paths=_protected(policy),
         env={**GIT_HARDENING, **shell.env},
+        secrets=secret_specs(policy, None),
     )

@@ -10,9 +10,16 @@ Used by ``tests/egress/test_secrets_docker.py`` and ``bench/secrets.py``.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import datetime
+import hashlib
+import io
+import os
 import secrets
-from collections.abc import Callable
+import threading
+import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +37,7 @@ UNTRUSTED_PORT = 8444
 NAMES = ["api.test", "other.test", "untrusted.test"]
 
 SERVER = r'''
-import http.server, json, os, ssl, sys, threading
+import base64, http.server, json, os, ssl, sys, threading
 TOKEN = os.environ["EXPECT"]
 for name in ("CERT", "KEY", "SELF_CERT", "SELF_KEY"):
     with open(f"/tmp/{name}.pem", "w") as fh:
@@ -47,14 +54,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.path == "/echo":
+        if self.path.startswith(("/simple/", "/files/")):  # a private package index
+            if auth != f"Bearer {TOKEN}":
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            wheel = os.environ["WHEEL_NAME"]
+            if self.path.startswith("/simple/"):
+                body = f'<html><body><a href="/files/{wheel}">{wheel}</a></body></html>'.encode()
+            elif self.path == f"/files/{wheel}":
+                body = base64.b64decode(os.environ["WHEEL"])
+            else:
+                body = b""
+        elif self.path == "/echo":
             body = f"you sent: {auth}".encode()
         else:
             body = json.dumps({"host": self.headers.get("Host"), "present": auth is not None,
                                "ok": auth == f"Bearer {TOKEN}",
                                "encoding": self.headers.get("Accept-Encoding")}).encode()
+        kind = "text/html" if self.path.startswith("/simple/") else "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -74,6 +95,93 @@ serve(int(sys.argv[2]), "/tmp/SELF_CERT.pem", "/tmp/SELF_KEY.pem")
 print("serving", flush=True)
 threading.Event().wait()
 '''
+
+
+WHEEL_NAME = "tinypkg-1.0-py3-none-any.whl"
+
+
+def tiny_wheel() -> bytes:
+    """A one-module wheel (``tinypkg``) for the private index."""
+    files = {
+        "tinypkg/__init__.py": b"VALUE = 'from the private index'\n",
+        "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+        "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: sandloop-tests\nRoot-Is-Purelib: true\n"
+                                       b"Tag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip('=')},{len(data)}\n"
+        for path, data in files.items()) + "tinypkg-1.0.dist-info/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for path, data in {**files, "tinypkg-1.0.dist-info/RECORD": record.encode()}.items():
+            archive.writestr(path, data)
+    return buf.getvalue()
+
+
+@contextlib.contextmanager
+def joining_proxies(client: docker.DockerClient, target: Target) -> Iterator[None]:
+    """Join every egress proxy this process starts meanwhile to the server's network, as soon as
+    it appears (a run or a setup starts its own; commands that need the server wait for it)."""
+    stop = threading.Event()
+    mine = [f"sandloop.owner_pid={os.getpid()}", "sandloop.role=egress-proxy"]
+
+    def join() -> None:
+        joined: set[str] = set()
+        while not stop.wait(0.05):
+            for row in client.api.containers(filters={"label": mine}):
+                if row["Id"] not in joined:
+                    connect(client, target, row["Id"])
+                    joined.add(row["Id"])
+
+    thread = threading.Thread(target=join, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+#: Reads every file of the container it runs in and every /proc/*/environ and cmdline it may, and
+#: lists where the token is; it gets the token reversed and encoded, never as itself.
+SCAN = r'''
+import base64, json, os, sys
+token = base64.b64decode(sys.argv[1])[::-1]  # never on a command line as itself
+hits, files = [], 0
+for root, dirs, names in os.walk("/"):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys")]
+    for name in names:
+        path = os.path.join(root, name)
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        files += 1
+        if token in data:
+            hits.append(path)
+procs = 0
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for what in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            procs += 1
+            if token in data:
+                hits.append(f"/proc/{pid}/{what}")
+print(json.dumps({"hits": hits, "files": files, "procs": procs}))
+'''
+
+
+def scan_command(token: str) -> str:
+    """The command that runs :data:`SCAN` (saved as ``scan.py`` in the working folder) for ``token``."""
+    return f"python3 scan.py {base64.b64encode(token.encode()[::-1]).decode()}"
 
 
 def _pem(cert: x509.Certificate) -> str:
@@ -140,7 +248,8 @@ def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], 
         images.image_name("shell"), command=["python3", "-u", "-c", SERVER, str(PORT), str(UNTRUSTED_PORT)],
         name=f"sandloop-sectest-{sid}", user="65534:65534", labels=labels,
         environment={"EXPECT": token, "CERT": pki.cert_pem, "KEY": pki.key_pem, "SELF_CERT": pki.self_cert_pem,
-                     "SELF_KEY": pki.self_key_pem},
+                     "SELF_KEY": pki.self_key_pem, "WHEEL_NAME": WHEEL_NAME,
+                     "WHEEL": base64.b64encode(tiny_wheel()).decode()},
         host_config=api.create_host_config(network_mode=net, cap_drop=["ALL"]),
         networking_config=api.create_networking_config({net: api.create_endpoint_config(aliases=NAMES)}),
     )
@@ -149,6 +258,11 @@ def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], 
         if b"serving" in line:
             break
     return Target(net, created["Id"])
+
+
+def secret_table(name: str, variable: str) -> str:
+    """A policy's ``[secrets.NAME]`` for api.test, its value in ``variable``: an internal service."""
+    return f'[secrets.{name}]\nhost = "api.test"\nport = {PORT}\nenv = "{variable}"\nprivate = true\n'
 
 
 def serve(client: docker.DockerClient, folder: Path, setenv: Callable[[str, str], None], token_variable: str,

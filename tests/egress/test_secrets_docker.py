@@ -9,7 +9,6 @@ containers' configuration, nor a recorded decision.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import AsyncIterator
@@ -31,39 +30,6 @@ pytestmark = [pytest.mark.docker]
 
 ENV = "SANDLOOP_TEST_SECRET_TOKEN"
 
-SCAN = r'''
-import base64, json, os, sys
-token = base64.b64decode(sys.argv[1])[::-1]  # never on a command line as itself
-hits, files = [], 0
-for root, dirs, names in os.walk("/"):
-    if root == "/":
-        dirs[:] = [d for d in dirs if d not in ("proc", "sys")]
-    for name in names:
-        path = os.path.join(root, name)
-        if os.path.islink(path) or not os.path.isfile(path):
-            continue
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        files += 1
-        if token in data:
-            hits.append(path)
-procs = 0
-for pid in os.listdir("/proc"):
-    if pid.isdigit():
-        for what in ("environ", "cmdline"):
-            try:
-                with open(f"/proc/{pid}/{what}", "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            procs += 1
-            if token in data:
-                hits.append(f"/proc/{pid}/{what}")
-print(json.dumps({"hits": hits, "files": files, "procs": procs}))
-'''
 
 
 @dataclass
@@ -147,9 +113,8 @@ async def test_the_secret_reaches_its_host_only(world: World) -> None:
 async def test_no_command_in_the_sandbox_can_read_the_secret(world: World) -> None:
     session = world.session
     await _curl(session, f"https://api.test:{PORT}/check")  # the proxy has used it
-    (session.host_workspace / "scan.py").write_text(SCAN)
-    encoded = base64.b64encode(world.token.encode()[::-1]).decode()
-    result = await session.run(f"python3 scan.py {encoded}", timeout_s=600)
+    (session.host_workspace / "scan.py").write_text(https_world.SCAN)
+    result = await session.run(https_world.scan_command(world.token), timeout_s=600)
     assert result.exit_code == 0, result.stderr.text
     scan: dict[str, Any] = json.loads(result.stdout.text)
     assert scan["hits"] == [] and scan["files"] > 1000 and scan["procs"] > 2, scan

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import threading
 from pathlib import Path
 
 import docker
@@ -34,45 +32,23 @@ POLICY = f'''version = 1
 [shell]
 default = "allow"
 network = ["api.test:{PORT}"]
-
-[secrets.api]
-host = "api.test"
-port = {PORT}
-env = "{ENV}"
-private = true
-'''
-
-
-def _join_proxies(client: docker.DockerClient, target: https_world.Target, stop: threading.Event) -> None:
-    """Join every egress proxy this process starts to the service's network."""
-    joined: set[str] = set()
-    mine = [f"sandloop.owner_pid={os.getpid()}", "sandloop.role=egress-proxy"]
-    while not stop.wait(0.05):
-        for row in client.api.containers(filters={"label": mine}):
-            if row["Id"] not in joined:
-                https_world.connect(client, target, row["Id"])
-                joined.add(row["Id"])
+''' + https_world.secret_table("api", ENV)
 
 
 def test_the_secret_is_used_and_never_recorded(docker_client: docker.DockerClient, tmp_path: Path,
                                                 user_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target, token = https_world.serve(docker_client, tmp_path, monkeypatch.setenv, ENV, "secrun")
-    stop = threading.Event()
-    joiner = threading.Thread(target=_join_proxies, args=(docker_client, target, stop), daemon=True)
-    joiner.start()
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY)
     wait = f"for i in $(seq 200); do curl -sf --max-time 5 https://api.test:{PORT}/check && break; sleep 0.1; done"
     model = ScriptedModel([[shell_call([wait, f"curl -s https://api.test:{PORT}/echo"], call_id="c1")],
                            [message("done")]])
     try:
-        with FakeResponsesServer(model) as server:
+        with https_world.joining_proxies(docker_client, target), FakeResponsesServer(model) as server:
             opts = RunOptions(task="call the service", repo=user_workspace, base_url=server.base_url,
                               api_key="sk-test-0000", policy=str(policy), log=tmp_path / "run" / "requests.jsonl")
             outcome = asyncio.run(run_task(opts, Console(file=io.StringIO())))
     finally:
-        stop.set()
-        joiner.join()
         https_world.stop_target(docker_client, target)
     assert outcome.result.exit_code == 0, outcome.result.detail
     output = outcome.result.turns[0].calls[0].output
