@@ -44,7 +44,8 @@ from .bundle import PROXY_MODULES, file_archive, zipapp
 from .injection import Injection
 from .lifecycle import HELPER_DIR, LABEL, stale_reason
 
-__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "proxy_events", "reap_networks"]
+__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "decision_of", "proxy_events",
+           "reap_networks", "secrets_line"]
 
 log = logging.getLogger("sandloop.egress")
 
@@ -87,6 +88,26 @@ class EgressDecision:
     client: str = ""
     #: the name of the secret the proxy added to this request ("" for none): never its value
     secret: str = ""
+
+
+def secrets_line(secrets: tuple[Injection, ...], trust_pem: str, label: str) -> tuple[bytes, str]:
+    """The proxy's secrets configuration, one JSON line for its stdin (never its command line or
+    environment, which the engine or the API server shows to anyone who inspects it), and the
+    certificate of the session CA that issued each host's certificate; the CA's key is dropped
+    with it, here."""
+    from .session_ca import SessionCA  # cryptography: only for a session with secrets
+
+    hosts = [secret.host for secret in secrets]
+    ca = SessionCA(hosts, label=label)
+    certs = {host: [leaf.cert_pem, leaf.key_pem] for host in dict.fromkeys(hosts) for leaf in [ca.issue(host)]}
+    config = {"secrets": [secret.for_proxy() for secret in secrets], "certs": certs, "trust": trust_pem}
+    return json.dumps(config).encode() + b"\n", ca.cert_pem
+
+
+def decision_of(event: dict[str, Any]) -> EgressDecision:
+    """A proxy's decision event as an EgressDecision."""
+    fields = {k: str(event.get(k, "")) for k in ("method", "target", "rule", "reason", "client", "secret")}
+    return EgressDecision(allowed=bool(event.get("allowed")), **fields)
 
 
 def _log_decision(decision: EgressDecision) -> None:
@@ -230,17 +251,8 @@ class EgressProxy:
         self._reader.start()
 
     def _secrets_line(self) -> bytes:
-        """The proxy's secrets configuration: one JSON line on its stdin (never its command line
-        or environment, which the engine shows to anyone who inspects the container). A fresh
-        session CA issues each host's certificate; its key is dropped with it, here."""
-        from .session_ca import SessionCA  # cryptography: only for a session with secrets
-
-        hosts = [secret.host for secret in self.secrets]
-        ca = SessionCA(hosts, label=self.session_id)
-        self.ca_pem = ca.cert_pem
-        certs = {host: [leaf.cert_pem, leaf.key_pem] for host in dict.fromkeys(hosts) for leaf in [ca.issue(host)]}
-        config = {"secrets": [secret.for_proxy() for secret in self.secrets], "certs": certs, "trust": self.trust_pem}
-        return json.dumps(config).encode() + b"\n"
+        line, self.ca_pem = secrets_line(self.secrets, self.trust_pem, self.session_id)
+        return line
 
     def _lines(self, sock: socket.socket) -> Iterator[dict[str, Any]]:
         """JSON events from the proxy's stdout; stderr (tracebacks) goes to the log."""
@@ -259,8 +271,7 @@ class EgressProxy:
             for event in lines:
                 if event.get("event") != "decision":
                     continue
-                fields = {k: event.get(k, "") for k in ("method", "target", "rule", "reason", "client", "secret")}
-                decision = EgressDecision(allowed=bool(event.get("allowed")), **{k: str(v) for k, v in fields.items()})
+                decision = decision_of(event)
                 try:
                     self.on_decision(decision)
                 except Exception:  # a faulty callback must not stop the log of later decisions

@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import hashlib
 import io
+import ipaddress
 import os
 import secrets
 import threading
@@ -205,7 +206,9 @@ def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if names:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(n)) if n[0].isdigit() else x509.DNSName(n)
+                                        for n in names]
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     if ca:
         builder = builder.add_extension(x509.KeyUsage(
             digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
@@ -223,11 +226,13 @@ class TestPKI:
     self_key_pem: str = ""
 
 
-def make_pki() -> TestPKI:
+def make_pki(addresses: tuple[str, ...] = ()) -> TestPKI:
+    """The test CA and the server's certificates (``addresses``: IP literals it answers as too)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _cert("sandloop test CA", ca_key, "sandloop test CA", ca_key, ca=True, names=[])
     key = ec.generate_private_key(ec.SECP256R1())
-    leaf = _cert("api.test", key, "sandloop test CA", ca_key, ca=False, names=["api.test", "other.test"])
+    leaf = _cert("api.test", key, "sandloop test CA", ca_key, ca=False,
+                 names=["api.test", "other.test", *addresses])
     self_key = ec.generate_private_key(ec.SECP256R1())
     self_signed = _cert("untrusted.test", self_key, "untrusted.test", self_key, ca=False, names=["untrusted.test"])
     return TestPKI(_pem(ca), _pem(leaf), _key_pem(key), _pem(self_signed), _key_pem(self_key))
@@ -239,6 +244,12 @@ class Target:
     container_id: str
 
 
+def server_env(pki: TestPKI, token: str) -> dict[str, str]:
+    """What :data:`SERVER` reads from its environment."""
+    return {"EXPECT": token, "CERT": pki.cert_pem, "KEY": pki.key_pem, "SELF_CERT": pki.self_cert_pem,
+            "SELF_KEY": pki.self_key_pem, "WHEEL_NAME": WHEEL_NAME, "WHEEL": base64.b64encode(tiny_wheel()).decode()}
+
+
 def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], pki: TestPKI, token: str) -> Target:
     """The server on a bridge network of its own (join a proxy to it with ``connect``)."""
     api = client.api
@@ -247,9 +258,7 @@ def start_target(client: docker.DockerClient, sid: str, labels: dict[str, str], 
     created = api.create_container(
         images.image_name("shell"), command=["python3", "-u", "-c", SERVER, str(PORT), str(UNTRUSTED_PORT)],
         name=f"sandloop-sectest-{sid}", user="65534:65534", labels=labels,
-        environment={"EXPECT": token, "CERT": pki.cert_pem, "KEY": pki.key_pem, "SELF_CERT": pki.self_cert_pem,
-                     "SELF_KEY": pki.self_key_pem, "WHEEL_NAME": WHEEL_NAME,
-                     "WHEEL": base64.b64encode(tiny_wheel()).decode()},
+        environment=server_env(pki, token),
         host_config=api.create_host_config(network_mode=net, cap_drop=["ALL"]),
         networking_config=api.create_networking_config({net: api.create_endpoint_config(aliases=NAMES)}),
     )
