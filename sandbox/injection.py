@@ -20,6 +20,8 @@ __all__ = ["Injection", "SecretSpec", "resolve_all"]
 
 #: A value this long is surely not a credential (and would not fit in a header anyway).
 MAX_VALUE_BYTES = 16 << 10
+#: Shorter than this is no credential, and masking it would mangle ordinary responses.
+MIN_VALUE_CHARS = 8
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class SecretSpec:
             value = value.removesuffix("\n").removesuffix("\r")
         if not value:
             raise ConfigError(f"{where}: the value is empty")
+        if len(value) < MIN_VALUE_CHARS:
+            # Every occurrence in a response is masked: a few characters would mask ordinary text.
+            raise ConfigError(f"{where}: the value has under {MIN_VALUE_CHARS} characters, too few to be told "
+                              "apart from ordinary text where a response echoes it")
         if any(c in value for c in "\r\n\0") or len(value.encode()) > MAX_VALUE_BYTES:
             raise ConfigError(f"{where}: the value has a line break or NUL, or is over 16 KiB: not a header value")
         return value

@@ -64,12 +64,12 @@ def test_a_secret_for_a_host_no_list_allows_is_an_error(write_policy: Callable[.
 
 
 def test_values_are_read_at_start_and_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("T", "s3cret")
+    monkeypatch.setenv("T", "s3cret-value")
     bearer = SecretSpec("api", "a.test", env="T").resolve()
-    assert (bearer.header, bearer.value, bearer.forms) == ("Authorization", "Bearer s3cret", ("s3cret",))
-    assert "s3cret" not in repr(bearer)
+    assert (bearer.header, bearer.value, bearer.forms) == ("Authorization", "Bearer s3cret-value", ("s3cret-value",))
+    assert "s3cret-value" not in repr(bearer)
     custom = SecretSpec("api", "a.test", env="T", header="X-Api-Key", template="{value}").resolve()
-    assert (custom.header, custom.value) == ("X-Api-Key", "s3cret")
+    assert (custom.header, custom.value) == ("X-Api-Key", "s3cret-value")
     (tmp_path / "token").write_text("from-file\n")
     basic = SecretSpec("idx", "a.test", file=str(tmp_path / "token"), basic="ci").resolve()
     encoded = base64.b64encode(b"ci:from-file").decode()
@@ -80,3 +80,6 @@ def test_values_are_read_at_start_and_rendered(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("EMPTY", "")
     with pytest.raises(ConfigError, match=r"^secret 'x': the value is empty$"):
         SecretSpec("x", "a.test", env="EMPTY").resolve()
+    monkeypatch.setenv("SHORT", "abc")
+    with pytest.raises(ConfigError, match=r"^secret 'x': the value has under 8 characters"):
+        SecretSpec("x", "a.test", env="SHORT").resolve()
