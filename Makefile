@@ -8,8 +8,8 @@
 .PHONY: demo test lint bench bench-quick bootstrap clean
 
 PY := .venv/bin/python
-# Every bench script (report.py is their shared printer, not a bench).
-BENCHES := $(filter-out bench/report.py,$(sort $(wildcard bench/*.py)))
+# Every bench script (report.py is their shared printer, profile.py their sampling profiler: not benches).
+BENCHES := $(filter-out bench/report.py bench/profile.py,$(sort $(wildcard bench/*.py)))
 
 bootstrap:
 	./scripts/bootstrap
