@@ -32,11 +32,16 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
-from policies.model import Policy
 from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
 from sandloop.verdict import Decision
+
+# Only a type here: `policy explain` imports this module and decides from a snapshot, without the
+# schema's models (pydantic).
+if TYPE_CHECKING:
+    from policies.model import Policy
 
 __all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint", "secrets_not_allowed"]
 
