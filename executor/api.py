@@ -60,8 +60,9 @@ class RunSettings(SandboxSettings, total=False):
     client: Client
     base_url: str
     api_key: str
-    #: where Chromium runs for computer use; "off" (default) offers no computer tool
-    browser: Literal["off", "container", "local", "auto"]
+    #: where Chromium runs for computer use, or "desktop": a whole Linux desktop in a container
+    #: (:mod:`sandbox.desktop`); "off" (default) offers no computer tool
+    browser: Literal["off", "container", "local", "auto", "desktop"]
     instructions: str
     stateless: bool  # store:false, the whole history replayed each turn
     record: str | Path  # also write a cassette for `sandloop replay`

@@ -37,7 +37,7 @@ from executor.navigation import navigation_tools
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
-from executor.sandbox_config import shell_limits
+from executor.sandbox_config import docker_config, shell_limits
 from executor.session import Sandbox
 from executor.snapshot import LoadedSnapshot, RunFacts, Snapshotter
 from executor.testing.cassette import Cassette
@@ -47,6 +47,10 @@ from policies.engine import PolicyEngine, load_policy
 from policies.model import Policy
 from sandbox.backends import open_session
 from sandbox.browser import open_browser
+from sandbox.computer import Computer
+from sandbox.desktop import DesktopConfig, open_desktop
+from sandbox.desktop.live import start_live_view
+from sandbox.docker import DockerSession
 from sandloop.errors import ConfigError, SandloopError, describe
 from sandloop.hostfiles import HostDir, refuse_inside
 
@@ -59,6 +63,11 @@ log = logging.getLogger("sandloop.run")
 Observer = Callable[[dict[str, Any], Any], None]
 
 AUDIT_NAME = "audit.jsonl"
+#: what a run with the desktop adds to its instructions
+DESKTOP_INSTRUCTIONS = (
+    " The computer tool shows a Linux desktop (X11, the openbox window manager): a terminal (xterm) "
+    "open in the checkout at /workspace, and mousepad and chromium to start from it."
+)
 
 DEFAULT_INSTRUCTIONS = (
     "You are a careful coding agent working in a sandboxed checkout of a repository. Use the "
@@ -89,7 +98,9 @@ class RunOptions:
     api_key: str | None = None
     #: a policy file or a preset name; None: the default preset
     policy: str | Path | None = None
-    browser: str = "off"  # "off", "container", "local" or "auto"
+    browser: str = "off"  # "off", "container", "local", "auto", or "desktop" (a Linux desktop instead)
+    #: with the desktop: a VNC view of it on this machine's loopback (``--live-view``)
+    live_view: bool = False
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
     stateless: bool = False
     #: the request log; its folder holds the run's other files (default: a new run folder
@@ -218,7 +229,13 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
         toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
-        if opts.browser != "off":
+        if opts.browser == "desktop":
+            await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model,
+                                        live_view=opts.live_view)
+        elif opts.browser != "off":
+            if policy.computer.environment == "desktop":
+                raise ConfigError(f"the policy's [computer] environment is \"desktop\": use --desktop, not "
+                                  f"--browser {opts.browser}")
             await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
         yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
 
@@ -257,12 +274,34 @@ async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stac
     browser = open_browser(BrowserGate(gate, toolbox).config(policy), placement=placement)  # type: ignore[arg-type]
     stack.push_async_callback(browser.close)
     await browser.start()
-    toolbox.computer = browser
+    _use_computer(toolbox, gate, policy, browser, model)
+    toolbox.functions.extend(navigation_tools(browser))
+
+
+def _use_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, computer: Computer, model: str) -> None:
+    toolbox.computer = computer
     mode = policy.browser.safety_checks
     toolbox.computer_safety = gate.recorded(_safety_callback(mode, gate.approvals), mode)
     if model.startswith("computer-use-preview"):
-        toolbox.computer_display = browser.screen  # the preview tool wants a display
-    toolbox.functions.extend(navigation_tools(browser))
+        toolbox.computer_display = computer.screen  # the preview tool wants a display
+
+
+async def open_desktop_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stack: contextlib.AsyncExitStack,
+                                *, repo: Path, model: str = "", live_view: bool = False) -> None:
+    """Start a Linux desktop beside a toolbox's session (closed by ``stack``): its own container
+    with the shell's hardening and network allow-list (egress decided by ``gate``), the screen and
+    settle bound of the policy's [computer] section; safety checks as for the browser."""
+    section = policy.computer
+    config = DesktopConfig(screen=(section.screen_width, section.screen_height), settle_s=section.settle_ms / 1000,
+                           docker=replace(docker_config(policy), on_egress=gate.egress))
+    desktop = await open_desktop(repo, config)
+    stack.push_async_callback(desktop.close)
+    _use_computer(toolbox, gate, policy, desktop, model)
+    if live_view and isinstance(desktop.session, DockerSession):
+        view = await start_live_view(desktop.session)
+        stack.push_async_callback(view.close)
+        print(f"sandloop: live view of the desktop: {view.url} (password {view.password}; this machine only)",
+              file=sys.stderr, flush=True)
 
 
 def _policy_spec(policy: str | Path | None) -> str | None:
@@ -428,7 +467,9 @@ class Run:
             raise ValueError("the snapshot's conversation was answered: give a TASK to continue it")
         if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
-        config = LoopConfig(model=opts.model, instructions=opts.instructions,
+        # The GA computer tool's declaration has no environment field: the model is told in words.
+        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if opts.browser == "desktop" else "")
+        config = LoopConfig(model=opts.model, instructions=instructions,
                             stateless=opts.stateless, budgets=self.runtime.budgets,
                             # the preview computer tool requires it
                             extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview")

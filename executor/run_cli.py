@@ -79,12 +79,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     repo = Path(args.repo or ".")
     if not repo.is_dir():
         return fail(args, ExitCode.USAGE, f"--repo {repo} is not a directory")
+    if args.live_view and not args.desktop:
+        return fail(args, ExitCode.USAGE, "--live-view watches the desktop: give --desktop too")
     opts = RunOptions(
         task=args.task, repo=repo, model=args.model or _MODEL, base_url=args.base_url,
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
-        browser=args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
+        browser="desktop" if args.desktop else args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
-        backend=args.backend, image=args.image)
+        backend=args.backend, image=args.image, live_view=args.live_view)
     return execute(opts, args, console)
 
 
@@ -181,6 +183,11 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
     p.add_argument("--browser", choices=("container", "local", "off"), default=None,
                    help="where Chromium runs (default: off; the demo picks container or local)")
+    p.add_argument("--desktop", action="store_true",
+                   help="computer calls drive a whole Linux desktop in a container (Xvfb, a window "
+                   "manager, a terminal, an editor, Chromium) instead of a browser page")
+    p.add_argument("--live-view", action="store_true",
+                   help="with --desktop: watch it with a VNC viewer (127.0.0.1, a password printed at start)")
     p.add_argument("--backend", choices=backends.names(), default=None,
                    help="what runs the session (default: the policy's [backend] type, else docker)")
     p.add_argument("--image", help="the image to start from for this run, instead of the policy's "

@@ -11,30 +11,33 @@ import argparse
 import json
 import shlex
 import sys
-import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import TYPE_CHECKING, Any
 
 from policies import audit
-from policies.engine import PolicyEngine, example_problems, load_policy
+from policies.cli_output import emit as _emit
+from policies.cli_output import explained, explained_lines, json_line, summary_line
+from policies.cli_output import verdict_data as _verdict
+from policies.engine import Decider, PolicyEngine, example_problems, load_policy
 from policies.lint import lint
-from policies.model import Layer, PolicyLoadError, Problem, json_schema, key_lines
-from policies.model import validation_problems as _problems_of
+from policies.problems import PolicyLoadError, Problem
 from sandloop.text import visible
-from sandloop.verdict import Decision, Verdict
+from sandloop.verdict import Verdict
 
+# The schema's models (pydantic) are imported by the commands that validate a file, and rich by
+# those that print markup or tables: a scripted ``policy explain`` decides from a snapshot of the
+# policy (policies.snapshot) and prints plain lines, and starts faster without either.
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from policies.shell_words import SimpleCommand
 
 __all__ = ["register"]
 
 EXIT_CODES = "exit codes: 0 ok · 1 findings, failing tests or changed decisions · 2 usage or load error"
 
 
-# rich is imported by the commands that print markup or tables, not by every one: a scripted
-# ``policy explain`` prints plain lines and starts faster without it.
 def _out() -> Console:
     from rich.console import Console
 
@@ -45,15 +48,6 @@ def _err() -> Console:
     from rich.console import Console
 
     return Console(file=sys.stderr, soft_wrap=True, highlight=False)
-
-
-def _emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def _verdict(v: Verdict) -> dict[str, str | None]:
-    return {"decision": v.decision.value, "rule_id": v.rule_id, "source": v.source,
-            "justification": v.justification}
 
 
 def _load_errors(args: argparse.Namespace, problems: list[Problem]) -> int:
@@ -103,22 +97,24 @@ def _command_line(words: list[str]) -> str:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from policies import snapshot
+
+    asked = [bool(args.command), args.patch is not None, args.url is not None, args.stdin or args.nul]
+    if sum(asked) != 1:
+        print("explain needs exactly one of: -- 'command line', --patch OP.json, --url URL, --stdin",
+              file=sys.stderr)
+        return 2
     try:
-        engine = _load(args.file)
+        engine = snapshot.decider(args.file)
     except PolicyLoadError as exc:
         return _load_errors(args, exc.problems)
-    asked = [bool(args.command), args.patch is not None, args.url is not None]
-    if sum(asked) != 1:
-        print("explain needs exactly one of: -- 'command line', --patch OP.json, --url URL", file=sys.stderr)
-        return 2
-    rows: list[dict[str, Any]] = []
+    if args.stdin or args.nul:
+        return _explain_each(engine, args)
+    decided: list[tuple[SimpleCommand, Verdict]] = []
     if args.command:
-        line = _command_line(args.command)
-        for cmd, v in engine.explain_shell(line):
-            rows.append({"command": cmd.text, "argv": [str(w) for w in cmd.argv],
-                         "unknown": cmd.unknown, **_verdict(v)})
-        verdict = engine.shell(line)
-        subject = line
+        subject = _command_line(args.command)
+        decided = engine.explain_shell(subject)
+        verdict = engine.shell(subject)
     elif args.patch is not None:
         try:
             op = json.loads(Path(args.patch).read_text())
@@ -133,97 +129,53 @@ def _explain(args: argparse.Namespace) -> int:
         verdict = engine.url(args.url)
         subject = args.url
     if args.json:
-        _emit({"input": subject, "verdict": _verdict(verdict), "commands": rows})
-        return 0
-    for r in rows:
-        print(visible(f"  {r['decision']:<6} {r['command']}\n         by {r['rule_id'] or 'the default'}"
-                      f" at {r['source']}: {r['justification']}"))
-    print(visible(f"{subject!r} → {verdict.decision.value} by {verdict.rule_id or 'the default'} "
-                  f"({verdict.source or 'built-in'}): {verdict.justification}"))
+        _emit(explained(subject, verdict, decided))
+    else:
+        print("\n".join(explained_lines(subject, verdict, decided)))
     return 0
+
+
+def _records(nul: bool) -> Iterator[bytes]:
+    """stdin's records: lines (read as they come, so a script can ask one at a time), or with
+    ``-z`` NUL-terminated ones (a command line may then hold newlines)."""
+    stream = sys.stdin.buffer
+    if nul:
+        records = stream.read().split(b"\0")
+        yield from records[:-1] if records[-1] == b"" else records
+    else:
+        for raw in stream:
+            yield raw.removesuffix(b"\n")
+
+
+def _explain_each(engine: Decider, args: argparse.Namespace) -> int:
+    """``explain --stdin``: one command line per record, one verdict per line out (JSON Lines
+    with --json), in order: the policy is loaded once for all of them."""
+    failed = 0
+    for number, raw in enumerate(_records(args.nul), start=1):
+        try:
+            line = raw.decode()
+        except UnicodeDecodeError:
+            failed += 1
+            problem = f"record {number} is not UTF-8: not decided"
+            print(json_line({"record": number, "error": problem}) if args.json else problem, flush=True)
+            continue
+        verdict = engine.shell(line)
+        if args.json:
+            print(json_line(explained(line, verdict, engine.explain_shell(line))), flush=True)
+        else:
+            print(summary_line(line, verdict), flush=True)
+    return 2 if failed else 0
 
 
 # --- policy test -------------------------------------------------------------------------------
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _PatchCase(_Strict):
-    """``{type = "update_file", path = "…"}``: spelled as the API's operation (and as
-    ``explain --patch`` reads it); ``kind`` is read too."""
-
-    path: str
-    type: Literal["create_file", "update_file", "delete_file"] = Field(
-        validation_alias=AliasChoices("type", "kind"))
-
-
-class _McpCase(_Strict):
-    server: str
-    tool: str
-
-
-class Case(_Strict):
-    """One ``[[case]]`` of a CASES.toml: exactly one subject, and the expected decision."""
-
-    command: str | None = None
-    patch: _PatchCase | None = None
-    url: str | None = None
-    mcp: _McpCase | None = None
-    function: str | None = None
-    decision: Decision
-    rule: str | None = None  # expected rule id, when it matters
-
-    @model_validator(mode="after")
-    def _one_subject(self) -> Case:
-        given = [self.command, self.patch, self.url, self.mcp, self.function]
-        if sum(x is not None for x in given) != 1:
-            raise ValueError("a case needs exactly one of command, patch, url, mcp, function")
-        return self
-
-    def subject(self) -> str:
-        if self.patch is not None:
-            return f"patch {self.patch.type} {self.patch.path}"
-        if self.mcp is not None:
-            return f"mcp {self.mcp.server}/{self.mcp.tool}"
-        if self.function is not None:
-            return f"function {self.function}"
-        return self.command if self.command is not None else f"url {self.url}"
-
-    def run(self, engine: PolicyEngine) -> Verdict:
-        if self.patch is not None:
-            return engine.patch(self.patch.path, self.patch.type)
-        if self.mcp is not None:
-            return engine.mcp(self.mcp.server, self.mcp.tool)
-        if self.function is not None:
-            return engine.function(self.function)
-        if self.url is not None:
-            return engine.url(self.url)
-        return engine.shell(self.command or "")
-
-
-class CaseFile(_Strict):
-    case: list[Case]
-
-
-def _read_cases(path: Path) -> list[Case]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyLoadError([Problem(str(path), None, f"invalid TOML: {exc}")]) from exc
-    try:
-        return CaseFile.model_validate(data).case
-    except ValidationError as exc:
-        layer = Layer(name=str(path), path=path, text=text, data=data, lines=key_lines(text))
-        raise PolicyLoadError(_problems_of(layer, data, exc)) from exc
-
-
 def _test(args: argparse.Namespace) -> int:
     try:
         engine = _load(args.file, check_examples=False)
-        cases = _read_cases(Path(args.cases)) if args.cases else []
+        from policies.cases import read_cases
+
+        cases = read_cases(Path(args.cases)) if args.cases else []
     except PolicyLoadError as exc:
         return _load_errors(args, exc.problems)
     except OSError as exc:
@@ -337,6 +289,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from policies.model import json_schema
+
     _emit(json_schema())
     return 0
 
@@ -458,6 +412,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", help=spec)
     p.add_argument("--patch", metavar="OP.json", help="an apply_patch operation {type, path, diff}")
     p.add_argument("--url", help="a URL the browser would open")
+    p.add_argument("--stdin", action="store_true",
+                   help="decide every line of stdin as a command line: one verdict per line out "
+                   "(JSON Lines with --json), one policy load for all of them")
+    p.add_argument("-z", dest="nul", action="store_true",
+                   help="with --stdin: records end with NUL, not newline (command lines may hold newlines)")
     p.add_argument("command", nargs="*", help="-- 'the command line' (or its words after --)")
     p.set_defaults(words_after_dashes="command")
 

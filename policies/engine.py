@@ -20,18 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
 
 from policies import shell_parse
-from policies.model import (
-    LoadedPolicy,
-    Policy,
-    PolicyLoadError,
-    Problem,
-    ShellRule,
-    load,
-)
+from policies.compiled import DECIDING, KeyPath, PolicyView, RuleView, decided_paths
+from policies.paths import names_preset
+from policies.problems import PolicyLoadError, Problem
 from policies.shell_words import MANY, Dynamic, SimpleCommand, Word, Write
 from sandloop.errors import NotAnAddress, PolicyDenied, describe
 from sandloop.matching import (
@@ -44,8 +39,14 @@ from sandloop.matching import (
 )
 from sandloop.verdict import Decision, Verdict
 
+# The schema's models (pydantic) are loaded only with a policy file: deciding from a view that is
+# already built (a snapshot, policies.snapshot) never needs them.
+if TYPE_CHECKING:
+    from policies.model import LoadedPolicy, Policy
+
 __all__ = [
     "CompiledRule",
+    "Decider",
     "Element",
     "PolicyEngine",
     "Words",
@@ -143,7 +144,7 @@ def _definite(pat: tuple[Element, ...], argv: tuple[Word, ...], i: int = 0, j: i
 @dataclass(frozen=True)
 class CompiledRule:
     index: int
-    rule: ShellRule
+    rule: RuleView
     elements: tuple[Element, ...]
     source: str
 
@@ -198,17 +199,15 @@ def _write_paths(write: Write) -> list[str] | None:
     return out
 
 
-class PolicyEngine:
-    """Answers for one effective policy. Cheap to call: a shell decision is a parse and a scan."""
+class Decider:
+    """Answers for one effective policy, from its deciding keys (:class:`PolicyView`). Cheap to
+    call: a shell decision is a parse and a scan."""
 
-    def __init__(self, loaded: LoadedPolicy) -> None:
-        self.loaded = loaded
-        self.policy: Policy = loaded.policy
-        self.sha256: str = loaded.sha256
-        self.path: Path = loaded.layers[-1].path
+    def __init__(self, view: PolicyView) -> None:
+        self.view = view
         self.rules = [
-            CompiledRule(n, rule, _compile(rule.pattern), loaded.where(("shell", "rules", n)))
-            for n, rule in enumerate(self.policy.shell.rules)
+            CompiledRule(n, rule, _compile(rule.pattern), self.where(("shell", "rules", n)))
+            for n, rule in enumerate(view.shell.rules)
         ]
         self._by_name: dict[str, list[CompiledRule]] = {}
         # The policy does not change under an engine, so a line's verdict does not either: an
@@ -254,14 +253,14 @@ class PolicyEngine:
         paths = _write_paths(write)
         how = write.how or "a write"
         if paths is None:
-            files = self.policy.files
+            files = self.view.files
             if not files.read_only and "**" in files.writable and files.allow_create and files.allow_delete:
                 return Verdict(Decision.ALLOW, f"{how}: every path is writable", "files.writable",
-                               self.loaded.where(("files", "writable")))
+                               self.where(("files", "writable")))
             decision = Decision.PROMPT if files.default is not Decision.DENY or files.writable else Decision.DENY
             return Verdict(decision, f"{how}: which file it writes cannot be known before it runs, so the "
                            "[files] rules cannot be checked", "files.unknown_path",
-                           self.loaded.where(("files",)))
+                           self.where(("files",)))
         verdicts = [self.patch(path, write.kind) for path in paths]
         if not verdicts:
             return Verdict(Decision.ALLOW, f"{how}: outside the workspace", "files.outside")
@@ -270,8 +269,8 @@ class PolicyEngine:
 
     def _program(self, cmd: SimpleCommand) -> Verdict:
         """The rules' verdict on the program itself."""
-        shell = self.policy.shell
-        default_source = self.loaded.where(("shell", "default"))
+        shell = self.view.shell
+        default_source = self.where(("shell", "default"))
         if cmd.unknown is not None:
             decision = shell.default if shell.default is not Decision.ALLOW else Decision.PROMPT
             fallback = Verdict(
@@ -308,7 +307,7 @@ class PolicyEngine:
 
     def patch(self, path: str, kind: str, *, size_bytes: int | None = None) -> Verdict:
         """May a patch ``kind`` (create_file / update_file / delete_file) touch ``path``?"""
-        files = self.policy.files
+        files = self.view.files
         op = _KINDS.get(kind.removesuffix("_file"))
         if op is None:
             raise ValueError(f"unknown patch kind {kind!r}")
@@ -338,12 +337,12 @@ class PolicyEngine:
                     Decision.ALLOW, ("files", "writable", n),
                     f"{normal} is writable (matches {glob!r})", "files.writable"))
         return self._final(Verdict(files.default, f"{normal} matches no writable glob", "files.default",
-                                   self.loaded.where(("files", "default"))))
+                                   self.where(("files", "default"))))
 
     # --- browser ---------------------------------------------------------------------------
 
     def url(self, url: str) -> Verdict:
-        browser = self.policy.browser
+        browser = self.view.browser
         if url.strip() == "about:blank":
             return self._final(Verdict(Decision.ALLOW, "a blank page", "browser.about_blank"))
         # Parsers disagree about backslashes and control characters (a browser reads
@@ -400,12 +399,12 @@ class PolicyEngine:
             decision = Decision.DENY if decision is Decision.ALLOW else decision
             why = f"{host} is an IP address or a loopback name that allow_domains does not list"
         return self._final(Verdict(decision, why, "browser.default",
-                                   self.loaded.where(("browser", "default"))))
+                                   self.where(("browser", "default"))))
 
     # --- MCP and functions -----------------------------------------------------------------
 
     def mcp(self, server_label: str, tool: str) -> Verdict:
-        mcp = self.policy.mcp
+        mcp = self.view.mcp
         server = mcp.servers.get(server_label)
         if server is not None and tool in server.tools:
             return self._final(self._setting(
@@ -418,31 +417,64 @@ class PolicyEngine:
                 f"MCP server {server_label} is set to {server.default.value}",
                 f"mcp.{server_label}"))
         return self._final(Verdict(mcp.default, f"MCP server {server_label} is not listed", "mcp.default",
-                                   self.loaded.where(("mcp", "default"))))
+                                   self.where(("mcp", "default"))))
 
     def function(self, name: str) -> Verdict:
-        functions = self.policy.functions
+        functions = self.view.functions
         if name in functions.tools:
             return self._final(self._setting(
                 functions.tools[name], ("functions", "tools", name),
                 f"function {name} is set to {functions.tools[name].value}", f"functions.{name}"))
         return self._final(Verdict(functions.default, f"function {name} is not listed", "functions.default",
-                                   self.loaded.where(("functions", "default"))))
+                                   self.where(("functions", "default"))))
 
     # --- helpers ---------------------------------------------------------------------------
+
+    def where(self, path: KeyPath) -> str:
+        """"file:line" of a deciding key, for verdicts."""
+        return self.view.where(path)
 
     def _setting(
         self, decision: Decision, path: tuple[str | int, ...], why: str, rule_id: str | None = None
     ) -> Verdict:
         rule = rule_id or ".".join(str(p) for p in path)
-        return Verdict(decision, why, rule, self.loaded.where(path))
+        return Verdict(decision, why, rule, self.where(path))
 
     def _final(self, verdict: Verdict) -> Verdict:
-        if self.policy.unattended and verdict.decision is Decision.PROMPT:
+        if self.view.unattended and verdict.decision is Decision.PROMPT:
             return Verdict(Decision.DENY,
                            f"{verdict.justification} (needs approval, and this policy is "
                            "unattended)", verdict.rule_id, verdict.source)
         return verdict
+
+
+def view_of(loaded: LoadedPolicy) -> PolicyView:
+    """The deciding keys of a loaded policy, and where each is written."""
+    view = PolicyView.from_data(loaded.policy.model_dump(mode="json", include=DECIDING),
+                                [layer.name for layer in loaded.layers], {})
+    sources = {}
+    for path in decided_paths(view):
+        found = loaded.locate(path)
+        if found is not None:
+            sources[path] = (loaded.layers.index(found[0]), found[1])
+    return view._replace(sources=sources)
+
+
+class PolicyEngine(Decider):
+    """A :class:`Decider` for a loaded policy file, which keeps the file's layers and its whole
+    settings (``policy``) for the run, the lints and the error messages."""
+
+    def __init__(self, loaded: LoadedPolicy) -> None:
+        self.loaded = loaded
+        self.policy: Policy = loaded.policy
+        self.sha256: str = loaded.sha256
+        self.path: Path = loaded.layers[-1].path
+        super().__init__(view_of(loaded))
+
+    def where(self, path: KeyPath) -> str:
+        # Read from the layers themselves: a view read back from a snapshot answers from its
+        # recorded sources, and tests hold the two to the same answers.
+        return self.loaded.where(path)
 
 
 def example_problems(engine: PolicyEngine) -> list[Problem]:
@@ -474,12 +506,12 @@ def load_policy(spec: str | Path | None, *, check_examples: bool = True) -> Poli
     Raises :class:`~policies.model.PolicyLoadError` naming the file and line of every problem,
     including inline examples that fail (unless ``check_examples`` is False, for ``policy test``).
     """
-    from policies.model import preset_path
+    from policies.model import load, preset_path
 
     if spec is None:
         path = preset_path("default")
-    elif isinstance(spec, str) and re.fullmatch(r"[A-Za-z0-9_-]+", spec) and not Path(spec).exists():
-        path = preset_path(spec)
+    elif names_preset(spec):
+        path = preset_path(str(spec))
     else:
         path = Path(spec)
     engine = PolicyEngine(load(path))

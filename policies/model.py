@@ -49,7 +49,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sandloop.errors import ConfigError
+from policies.paths import PRESETS_DIR as PRESETS_DIR  # re-exported: where the presets are
+from policies.paths import display as _display
+from policies.paths import preset_file, preset_names
+from policies.problems import PolicyLoadError, Problem
 from sandloop.matching import host_entry
 from sandloop.verdict import Decision
 
@@ -57,6 +60,7 @@ __all__ = [
     "BackendSection",
     "BrowserSection",
     "BudgetSection",
+    "ComputerSection",
     "EnvironmentSection",
     "FilesSection",
     "FunctionsSection",
@@ -67,6 +71,7 @@ __all__ = [
     "Policy",
     "PolicyLoadError",
     "Problem",
+    "SecretEntry",
     "SessionSection",
     "ShellResources",
     "ShellRule",
@@ -79,7 +84,6 @@ __all__ = [
     "validation_problems",
 ]
 
-PRESETS_DIR = Path(__file__).parent / "presets"
 _RULE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -207,6 +211,16 @@ class BrowserSection(_Section):
     @classmethod
     def _check_domains(cls, value: list[str]) -> list[str]:
         return _domains(value)
+
+
+class ComputerSection(_Section):
+    environment: Literal["browser", "desktop"] = Field(
+        default="browser", description='what computer_call drives: "browser" (Chromium\'s page) or "desktop" '
+        "(a whole Linux desktop in a container; its network is [shell] network's allow-list)")
+    settle_ms: Annotated[int, Field(gt=0, le=30_000)] = Field(
+        default=2000, description="desktop: the longest a screenshot waits for the screen to stop changing")
+    screen_width: Annotated[int, Field(ge=320, le=3840)] = 1280
+    screen_height: Annotated[int, Field(ge=240, le=2160)] = 800
 
 
 class McpServer(_Section):
@@ -358,6 +372,70 @@ class EnvironmentSection(_Section):
         return self
 
 
+class SecretEntry(_Section):
+    """One ``[secrets.NAME]`` entry: a credential the egress proxy adds to HTTPS requests to one
+    host, read on the host at session start. The policy names where the value is, never the
+    value: ``env`` (a variable of sandloop's own environment) or ``file`` (a path on the host)."""
+
+    host: str = Field(description="the exact host name (no wildcard) the secret is sent to")
+    port: Annotated[int, Field(gt=0, lt=65536)] = 443
+    env: str | None = Field(default=None, description="the host environment variable holding the value")
+    file: str | None = Field(default=None, description="a host file holding the value (one trailing "
+                             "newline dropped)")
+    header: str = Field(default="Authorization", description="the request header it is sent in")
+    template: str = Field(default="Bearer {value}", description="the header's value; {value} is the secret")
+    basic: str | None = Field(default=None, description="send HTTP basic auth with this user name and "
+                              "the secret as password (instead of header/template)")
+    private: bool = Field(default=False, description="the host is an internal service: its name may resolve "
+                          "to a private address (never loopback or link-local), for this host only")
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        entry = host_entry(value)
+        if entry.port is not None or entry.wildcard:
+            raise ValueError(f"host {value!r} must be one exact host name (the port goes in `port`)")
+        return entry.host
+
+    @field_validator("env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @field_validator("header")
+    @classmethod
+    def _check_header(cls, value: str) -> str:
+        if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", value):
+            raise ValueError(f"{value!r} is not a header name")
+        if value.lower() in {"host", "content-length", "transfer-encoding", "connection"}:
+            raise ValueError(f"{value!r} frames the request; a secret cannot be sent in it")
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _check_template(cls, value: str) -> str:
+        if value.count("{value}") != 1 or value.replace("{value}", "").count("{") \
+                or value.replace("{value}", "").count("}"):
+            raise ValueError("template must contain {value} exactly once and no other braces")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError("template may not contain line breaks")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretEntry:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env or file (where the value is; never the value)")
+        if self.file is not None and not self.file.startswith("/"):
+            raise ValueError(f"file {self.file!r} must be an absolute path on this host")
+        if self.basic is not None and (":" in self.basic or any(c in self.basic for c in "\r\n")):
+            raise ValueError("basic is a user name: no ':' and no line breaks")
+        if self.basic is not None and self.model_fields_set & {"header", "template"}:
+            raise ValueError("basic sends Authorization: Basic …; give basic or header/template, not both")
+        return self
+
+
 class Policy(_Section):
     """A whole policy file (or the effective policy after layering)."""
 
@@ -368,12 +446,16 @@ class Policy(_Section):
     shell: ShellSection = Field(default_factory=ShellSection)
     files: FilesSection = Field(default_factory=FilesSection)
     browser: BrowserSection = Field(default_factory=BrowserSection)
+    computer: ComputerSection = Field(default_factory=ComputerSection)
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
     session: SessionSection = Field(default_factory=SessionSection)
     backend: BackendSection = Field(default_factory=BackendSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+    secrets: dict[Annotated[str, Field(pattern=_RULE_ID)], SecretEntry] = Field(
+        default_factory=dict, description="credentials the egress proxy adds to HTTPS requests to one "
+        "host each; the sandbox never holds them")
 
 
 def json_schema() -> dict[str, Any]:
@@ -382,27 +464,6 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "sandloop policy"
     return schema
-
-
-# --- errors ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
-
-
-class PolicyLoadError(ConfigError):
-    """A policy file could not be loaded; every problem names its file and line."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 # --- locating keys -----------------------------------------------------------------------------
@@ -584,28 +645,13 @@ class LoadedPolicy:
         return Problem(found[0].name, found[1], message)
 
 
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
-
-
 def preset_path(name: str) -> Path:
-    path = PRESETS_DIR / f"{name}.toml"
-    if not re.match(r"^[A-Za-z0-9_-]+$", name) or not path.is_file():
+    path = preset_file(name)
+    if path is None:
         raise PolicyLoadError(
             [Problem(name, None, f"no preset named {name!r} (presets: {', '.join(preset_names())})")]
         )
     return path
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.relative_to(PRESETS_DIR.parent.parent))
-    except ValueError:
-        pass
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def validation_problems(layer: Layer, data: Any, exc: ValidationError) -> list[Problem]:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-
-from tree_sitter import Node
+from typing import TYPE_CHECKING
 
 from policies.shell_words import node_text
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 __all__ = ["hazards"]
 

@@ -43,9 +43,7 @@ import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from policies import package_managers
 from policies.shell_arith import hazards
@@ -64,9 +62,13 @@ from policies.shell_words import (
 from policies.shell_writes import NOT_FILES, program_writes
 from sandloop.files import PatchKind
 
+# The grammar is loaded by the first parse, not on import: a decision that parses no command
+# line (a patch, a URL) or a command that never decides (``sandloop --version``) skips it.
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser, Tree
+
 __all__ = ["MANY", "ONE", "Dynamic", "SimpleCommand", "Word", "Write", "parse"]
 
-_LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # one Parser per thread: Parser objects are not shareable
 
 # Directories whose programs are the system's own: "/usr/bin/rm" is rm. A path anywhere else
@@ -98,32 +100,93 @@ _MAX_DEPTH = 8  # nested `sh -c` levels before giving up (UNKNOWN)
 CACHED_LINE_MAX = 4096
 
 
+#: Bounds on what is read at all (a line past one is UNKNOWN, so asked about, or denied when no
+#: one can be asked): its size, its syntax tree's nodes, and how deep the tree nests. They keep a
+#: decision's time in proportion to the line and well under a second, and the recursive walk off
+#: Python's stack limit; an agent's real command lines stay far below each.
+MAX_LINE_BYTES = 64 * 1024
+MAX_NODES = 10_000
+MAX_NESTING = 100
+
+
 def parse(command_line: str) -> list[SimpleCommand]:
     """Every simple command ``command_line`` runs, in source order, with the files each writes.
     The line runs at the workspace root."""
     if len(command_line) <= CACHED_LINE_MAX:
         return list(_parse_cached(command_line))
-    return _parse(command_line, 0, frozenset({""}))
+    return _parse_bounded(command_line)
 
 
 @functools.lru_cache(maxsize=1024)
 def _parse_cached(command_line: str) -> tuple[SimpleCommand, ...]:
     # A parse depends on the line alone, and what it yields is immutable (frozen dataclasses,
     # tuples): one result can be handed to every caller.
-    return tuple(_parse(command_line, 0, frozenset({""})))
+    return tuple(_parse_bounded(command_line))
+
+
+def _parse_bounded(command_line: str) -> list[SimpleCommand]:
+    try:
+        return _parse(command_line, 0, frozenset({""}))
+    except RecursionError:
+        # Each level is checked against MAX_NESTING, but `sh -c` strings nest trees in trees:
+        # whatever still runs out of stack is too deep to follow.
+        return [unknown(command_line, f"nested too deeply to check (over {MAX_NESTING} levels)")]
+
+
+def _too_big(tree: Tree) -> str | None:
+    """Why a parsed line is past the bounds on its tree (None: it is not)."""
+    nodes = tree.root_node.descendant_count
+    if nodes > MAX_NODES:
+        return f"the command line has {nodes} syntax nodes, over the {MAX_NODES} that are checked"
+    if nodes > MAX_NESTING and _deeper_than(tree, MAX_NESTING):
+        return f"the command line nests over {MAX_NESTING} levels deep"
+    return None
+
+
+def _deeper_than(tree: Tree, limit: int) -> bool:
+    """Does the syntax tree nest deeper than ``limit``? (a walk that stops as soon as it does)"""
+    cursor = tree.walk()
+    depth = 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > limit:
+                return True
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return False
+            depth -= 1
+
+
+@functools.cache
+def _language() -> Language:
+    import tree_sitter_bash
+    from tree_sitter import Language
+
+    return Language(tree_sitter_bash.language())
 
 
 def _parser() -> Parser:
     parser: Parser | None = getattr(_local, "parser", None)
     if parser is None:
-        parser = _local.parser = Parser(_LANGUAGE)
+        from tree_sitter import Parser
+
+        parser = _local.parser = Parser(_language())
     return parser
 
 
 def _parse(command_line: str, depth: int, cwds: frozenset[str] | None = None) -> list[SimpleCommand]:
     if depth > _MAX_DEPTH:
         return [unknown(command_line, "shell -c nested too deeply to follow")]
-    tree = _parser().parse(command_line.encode())
+    source = command_line.encode()
+    if len(source) > MAX_LINE_BYTES:  # not even parsed: the parser's time grows with the line
+        return [unknown(command_line, f"the command line is {len(source)} bytes, over the "
+                                      f"{MAX_LINE_BYTES} that are checked")]
+    tree = _parser().parse(source)
+    too_big = _too_big(tree)
+    if too_big is not None:
+        return [unknown(command_line, too_big)]
     if tree.root_node.has_error:
         return [unknown(command_line, "the command line does not parse as shell")]
     inherited = _context.tainted[-1] if _context.tainted else frozenset()
@@ -231,7 +294,7 @@ class _Walker:
             before = self.cwds
             self.cwds = moved
             self._right(right, redirects or [])
-            self.cwds = None if self.cwds is None else before | self.cwds
+            self.cwds = None if self.cwds is None else _bounded(before | self.cwds)
         else:
             self._right(right, redirects or [])
 
@@ -321,11 +384,18 @@ class _Walker:
             moved = frozenset({_OUTSIDE})  # HOME: outside the workspace
         else:
             moved = frozenset(_relative(posixpath.join("/workspace", c, target)) for c in self.cwds)
-        self.cwds = self.cwds | moved
+        self.cwds = _bounded(self.cwds | moved)
         self._last_cd = moved
 
 
 _OUTSIDE = "../"  # any directory outside the workspace
+#: Places the shell may be in that are followed; past this many it may be anywhere (None). Each
+#: `cd` that may fail doubles them (`cd a; cd b; …`): unbounded, twenty of them cost a million.
+MAX_PLACES = 16
+
+
+def _bounded(cwds: frozenset[str]) -> frozenset[str] | None:
+    return cwds if len(cwds) <= MAX_PLACES else None
 
 
 def _relative(path: str) -> str:

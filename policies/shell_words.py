@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
-
-from tree_sitter import Node
+from typing import TYPE_CHECKING, Literal
 
 from sandloop.files import PatchKind
+
+if TYPE_CHECKING:  # the parser itself is loaded by the first parse (policies.shell_parse)
+    from tree_sitter import Node
 
 __all__ = ["MANY", "ONE", "RISKY_VARS", "Dynamic", "SimpleCommand", "Word", "Write", "node_text",
            "unknown", "word"]

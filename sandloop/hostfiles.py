@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,6 +88,8 @@ class HostDir:
     The path given is resolved once when it is opened (a link the user put above it is theirs;
     a path a sandbox could have touched is refused before, by :func:`refuse_inside`)."""
 
+    _fd = -1  # until opened: a directory that could not be opened has nothing to close
+
     def __init__(self, path: Path, *, create: bool = True, _fd: int | None = None) -> None:
         self.path = path.expanduser().absolute()
         self._fd = _fd if _fd is not None else _open_dir(self.path, create=create)
@@ -124,12 +125,19 @@ class HostDir:
         except OSError as exc:
             raise _refused(self.path, name, exc) from None
 
+    def open_regular(self, name: str, flags: int) -> int:
+        """A descriptor on the regular file ``name`` (created 0600 with ``os.O_CREAT``), for a
+        caller that keeps it open (a lock, a log a child process writes to)."""
+        fd = self._open(name, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise HostPathRefused(f"{self.path / name} is not a regular file")
+        return fd
+
     def append(self, name: str, data: bytes) -> None:
         """Append ``data`` to the file (created 0600 if missing) in one write."""
-        fd = self._open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = self.open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise HostPathRefused(f"{self.path / name} is not a regular file")
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -144,7 +152,7 @@ class HostDir:
     def replace_from(self, name: str, chunks: Iterable[bytes], *, mode: int = 0o600) -> int:
         """:meth:`replace` with the content as it arrives (a stream too large to hold);
         returns its size. A failure mid-stream leaves ``name`` as it was."""
-        tmp = f".{_name(name)}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{_name(name)}.{os.urandom(4).hex()}.tmp"  # os, not secrets: cheaper to import
         fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         size = 0
         try:
@@ -181,18 +189,31 @@ class HostDir:
         """The names in this directory."""
         return os.listdir(self._fd)
 
-    def remove(self, name: str) -> None:
-        """Remove a file (a link is removed, never followed); a missing one is no error."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(_name(name), dir_fd=self._fd)
-
     def read(self, name: str) -> bytes:
-        fd = self._open(name, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO planted at the name must not hang the reader (it is refused below).
+        fd = self._open(name, os.O_RDONLY | os.O_NONBLOCK)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise HostPathRefused(f"{self.path / name} is not a regular file")
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 return fh.read()
         finally:
             os.close(fd)
+
+    def files(self) -> list[tuple[str, os.stat_result]]:
+        """The regular files in this directory (links and folders left out), with their stat."""
+        out = []
+        with os.scandir(self._fd) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    out.append((entry.name, entry.stat(follow_symlinks=False)))
+        return out
+
+    def remove(self, name: str) -> None:
+        """Remove the file (a link at the name is removed itself, never followed); gone already
+        is fine."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_name(name), dir_fd=self._fd)
 
 
 def _name(name: str) -> str:

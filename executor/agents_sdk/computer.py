@@ -39,8 +39,11 @@ class SandboxComputer(AsyncComputer):
 
     @property
     def environment(self) -> Environment | None:
-        """The environment that really runs, where the SDK has a name for it (it has no "linux")."""
+        """The environment that really runs, where the SDK has a name for it: it has no "linux",
+        and a Linux desktop is what its "ubuntu" means."""
         environment = self.computer.environment
+        if environment == "linux" and "ubuntu" in get_args(Environment):
+            environment = "ubuntu"
         return cast(Environment, environment) if environment in get_args(Environment) else None
 
     @property

@@ -368,6 +368,13 @@ class HelperClient:
         ]
         await self._call("commit", changes=wire_changes)
 
+    async def desktop(self, steps: Sequence[Sequence[Any]], *, settle_s: float, size: tuple[int, int],
+                      env: Mapping[str, str] | None = None, within: float | None = None) -> wire.DesktopResult:
+        """One batch of input steps on the helper's X display, then its capture."""
+        return cast("wire.DesktopResult", await self._call(
+            "desktop", within=within, steps=[list(step) for step in steps], settle_s=settle_s, size=list(size),
+            env=dict(env or {})))
+
 
 def _stamp(result: object, arrived: float) -> None:
     """Add when a command's result reached the host to its timing (host monotonic seconds)."""
@@ -485,6 +492,12 @@ class HelperSession(Session):
     async def commit(self, changes: Sequence[FileChange]) -> None:
         if changes:
             await (await self._client()).commit(changes)
+
+    async def desktop(self, steps: Sequence[Sequence[Any]], *, settle_s: float, size: tuple[int, int]
+                      ) -> wire.DesktopResult:
+        """A batch on the sandbox's X display (a desktop image's: :mod:`sandbox.helper.desktop`); its
+        programs get the session's environment (an egress proxy's variables among them)."""
+        return await (await self._client()).desktop(steps, settle_s=settle_s, size=size, env=self.base_env)
 
 
 class ReplaceableSession(HelperSession):

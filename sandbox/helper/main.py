@@ -16,7 +16,9 @@ the protocol cannot be written into from inside. Its code is a read-only bind mo
 The parts: :mod:`~sandbox.helper.shells` starts each command's shell (a child subreaper, so
 everything the command forks stays in its tree) and keeps the books; :mod:`~sandbox.helper.procs`
 reads the process table and freezes and kills trees; :mod:`~sandbox.helper.files` does the file
-operations (``O_NOFOLLOW`` on every component, all-or-nothing commits).
+operations (``O_NOFOLLOW`` on every component, all-or-nothing commits); :mod:`~sandbox.helper.desktop`
+the X display of a desktop image (started on the first ``desktop`` request, then driven and
+captured in-process).
 
 A timed-out command's tree alone is ended, in steps: frozen (SIGSTOP, rescanned until no new
 process appears, so a fork bomb cannot outrun it); SIGTERM to every process below the shell
@@ -45,6 +47,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import select
 import selectors
 import signal
 import socket
@@ -55,6 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sandbox.helper import archive, confine, procs, wire
+from sandbox.helper.desktop import DISPLAY, Desktop
 from sandbox.helper.files import Workspace
 from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
 from sandbox.helper.wire import OpError
@@ -75,6 +79,9 @@ KILL_GRACE_S = 0.5
 #: How often the tree of a timed-out command is looked at while it is being ended.
 POLL_S = 0.01
 MAX_READ_BYTES = 64 << 20
+#: The ops a leading thread serves without handing its stream over (see :meth:`Helper._dispatch`).
+_ANSWERED_AT_ONCE = frozenset({"cancel", "stat", "hello"})
+
 #: How long a thread that served a request waits to lead again before it ends (while another is
 #: ready): a session's requests reuse threads instead of starting one each.
 WORKER_IDLE_S = 30.0
@@ -142,10 +149,40 @@ class _Stream:
         self.runs: dict[int, threading.Event] = {}  # request id -> set when cancelled
         # Serving it (see Helper.serve):
         self.in_fd = -1
-        self.read_lock = threading.Lock()  # held by the thread that waits for the next request
+        self.read_lock = threading.Lock()  # held by the thread that leads: reads the next request
         self.lock = threading.Lock()  # for ready
-        self.ready = 0  # threads leading or waiting to: never 0 while the stream is served
+        self.ready = 0  # threads waiting to lead
         self.ended = threading.Event()
+
+
+class _Lead:
+    """A thread's lead of a stream (its read lock held): the thread reads the stream's next
+    request itself once it has served this one, unless it hands the stream over first (see
+    :meth:`Helper.serve`)."""
+
+    def __init__(self, helper: Helper, stream: _Stream) -> None:
+        self.stream = stream
+        self.held = True
+        self._helper = helper
+
+    def pending(self) -> bool:
+        """Is more of the stream (a request, or its end) already there to be read?"""
+        poller = select.poll()
+        poller.register(self.stream.in_fd, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def hand_over(self) -> None:
+        """Let another thread lead (one is started if none waits, which is rare: see
+        Helper._follow_stream); idempotent."""
+        if not self.held:
+            return
+        self.held = False
+        with self.stream.lock:
+            waiting = self.stream.ready
+        self.stream.read_lock.release()
+        if not waiting and not self._helper._add_follower(self.stream):
+            self._helper.shells.reclaim()  # free the pids a background fork bomb holds, then try again
+            self._helper._add_follower(self.stream)  # else this thread leads again once it is done
 
 
 def _error_body(exc: Exception) -> wire.ErrorBody:
@@ -204,6 +241,7 @@ class Helper:
         self._in_process = _Stream(None)  # what handle() answers for: no stream of its own
         #: it reached the host's socket at start (``--socket``), and serves requests there too
         self.socket = False
+        self._desktop: Desktop | None = None
 
     # --- requests ------------------------------------------------------------------------
 
@@ -216,21 +254,29 @@ class Helper:
         finally:
             self._end()
 
-    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink) -> Reply:
+    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink,
+                lead: _Lead | None = None) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
         rid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         try:
             request = wire.parse_request(message)
-            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step))
+            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step, lead))
         except Exception as exc:
             error = _error_body(exc)
             return wire.error_reply(rid, error["kind"], error["message"])
 
-    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink) -> Result:
+    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink,
+                  lead: _Lead | None) -> Result:
+        """``lead``: this thread's lead of ``stream``, when it holds it (see :meth:`serve`)."""
         if request["op"] == "run":
-            return self.run(request, received)
+            return self.run(request, received, lead)
         if request["op"] == "runs":
-            return self.runs(request, stream, received, on_step)
+            return self.runs(request, stream, received, on_step, lead)
+        # Any op but these few answers-at-once may take a while (a read, a commit, a desktop batch):
+        # the stream goes to another thread first, so a request sent meanwhile (a cancel, a command
+        # that kills a hung X server) is not queued behind it.
+        if lead is not None and request["op"] not in _ANSWERED_AT_ONCE:
+            lead.hand_over()
         if request["op"] == "cancel":
             cancelled = stream.runs.get(request["target"])
             if cancelled is not None:
@@ -242,7 +288,18 @@ class Helper:
             return self.files.stat(request["path"])
         if request["op"] == "commit":
             return self.files.commit(request["changes"])
+        if request["op"] == "desktop":
+            return self.desktop(request)
         return self.hello()
+
+    def desktop(self, request: wire.DesktopRequest) -> wire.DesktopResult:
+        """A batch on the display, started on first use; from then on commands see it too."""
+        with self._lock:
+            if self._desktop is None:
+                self._desktop = Desktop(self.workspace, {**self.env, **request["env"]})
+                self.env["DISPLAY"] = DISPLAY
+        width, height = request["size"]
+        return self._desktop.request(request["steps"], float(request["settle_s"]), (width, height))
 
     def _begin(self) -> None:
         with self._lock:
@@ -281,11 +338,16 @@ class Helper:
     def serve(self, in_fd: int, out_fd: int) -> None:
         """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends.
 
-        Leaders and followers: of the stream's threads, the one holding its read lock waits for
-        the next request, then lets the next thread lead and serves the request itself — no
-        hand-over to another thread on the way of a request (under load each such wakeup waits
-        for a CPU). It makes sure another thread is ready to lead first, so a slow command never
-        holds up the stream; threads idle for WORKER_IDLE_S end while another is ready."""
+        Leaders and followers: of the stream's threads, the one holding its read lock (leading)
+        reads the next request and serves it itself — no hand-over to another thread on the way
+        of a request — and keeps leading: one command after another, no other thread wakes
+        (under load each wakeup waits for a CPU, and each thread that wakes wants the
+        interpreter lock the spawn holds). It hands the stream to a follower (one is started if
+        none waits) as soon as anything more arrives: at once when the next request is already
+        there, while its command runs when one comes then (the command's loop watches the
+        stream too), and before an op that may take long (a read or a commit); so no request
+        ever waits for another's command. Threads idle for WORKER_IDLE_S end while another
+        waits."""
         stream = _Stream(out_fd)
         stream.in_fd = in_fd
         self._add_follower(stream)
@@ -312,34 +374,45 @@ class Helper:
                 if leave:
                     return
                 continue
-            try:
-                if stream.ended.is_set():
-                    return
-                try:
-                    message = wire.read_frame(lambda n: os.read(stream.in_fd, n))
-                except OpError as exc:
-                    self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
-                    message = None  # the stream is out of step: nothing after this can be trusted
-                if message is None:
-                    stream.ended.set()
-                    return
-                received = time.monotonic()
-                self._begin()
-                with stream.lock:
-                    stream.ready -= 1
-                    alone = stream.ready == 0
-            finally:
-                stream.read_lock.release()
+            with stream.lock:
+                stream.ready -= 1
+                alone = stream.ready == 0
+            # One follower waits from the start, so a hand-over never needs a new thread (and a
+            # pid, which a command may have taken all of by then); it sleeps until one comes.
             if alone and not self._add_follower(stream):
                 self.shells.reclaim()  # free the pids a background fork bomb holds, then try again
-                self._add_follower(stream)  # else this thread leads again once it is done
-            self._serve_one(message, stream, received)
-            with stream.lock:
-                stream.ready += 1
+                self._add_follower(stream)
+            lead = _Lead(self, stream)
+            try:
+                self._lead(stream, lead)
+            finally:
+                if lead.held:  # the stream ended (or a bug): the lock goes back, nobody new starts
+                    lead.held = False
+                    stream.read_lock.release()
+                with stream.lock:
+                    stream.ready += 1
 
-    def _serve_one(self, message: object, stream: _Stream, received: float) -> None:
+    def _lead(self, stream: _Stream, lead: _Lead) -> None:
+        """Read and serve ``stream``'s requests while this thread leads it."""
+        while lead.held and not stream.ended.is_set():
+            try:
+                message = wire.read_frame(lambda n: os.read(stream.in_fd, n))
+            except OpError as exc:
+                self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
+                message = None  # the stream is out of step: nothing after this can be trusted
+            if message is None:
+                stream.ended.set()
+                return
+            received = time.monotonic()
+            self._begin()
+            if lead.pending():  # the next request is there already: it is read beside this one
+                lead.hand_over()
+            self._serve_one(message, stream, received, lead)
+
+    def _serve_one(self, message: object, stream: _Stream, received: float, lead: _Lead) -> None:
         try:
-            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step)))
+            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step),
+                                            lead))
         finally:
             self._end()
 
@@ -364,10 +437,13 @@ class Helper:
     def shutdown(self) -> None:
         """Kill every process this helper started (in a container the kernel does it anyway)."""
         self.shells.shutdown()
+        if self._desktop is not None:
+            self._desktop.close()
 
     # --- run -----------------------------------------------------------------------------
 
-    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink) -> wire.RunsResult:
+    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink,
+             lead: _Lead | None = None) -> wire.RunsResult:
         """The commands one after another, each answered by a step as soon as it is done; none
         after one that timed out, nor after a ``cancel``."""
         rid, cancelled = req["id"], threading.Event()
@@ -382,7 +458,7 @@ class Helper:
                 ran += 1
                 try:
                     wire.parse_request(one)  # its command, as a run's: no NUL byte
-                    result = self.run(one, received)
+                    result = self.run(one, received, lead)
                 except Exception as exc:  # this command could not start: the next may
                     on_step(wire.step_reply(rid, index, None, _error_body(exc)))
                     received = time.monotonic()
@@ -395,27 +471,30 @@ class Helper:
             stream.runs.pop(rid, None)
         return {"ran": ran}
 
-    def run(self, req: wire.RunRequest, received: float | None = None) -> wire.RunResult:
+    def run(self, req: wire.RunRequest, received: float | None = None, lead: _Lead | None = None) -> wire.RunResult:
         if received is None:
             received = time.monotonic()
         out, err = Capped(req["max_output_bytes"]), Capped(req["max_output_bytes"])
         oom_before = procs.oom_kills()
         if self.contained and procs.pids_exhausted():
             # Something left in the background (a fork bomb, typically) holds nearly every pid:
-            # free them before this command, or it could not even start its own pipeline.
+            # free them before this command, or it could not even start its own pipeline. That
+            # may take a while: the stream goes on meanwhile.
+            if lead is not None:
+                lead.hand_over()
             self.shells.reclaim()
         started = time.monotonic()
         shell = self.shells.start(req["command"], {**self.env, **req["env"]})
         spawned = time.monotonic()
         timed_out, exited = False, 0.0
         try:
-            timed_out, exited = self._follow(shell, started + float(req["timeout_s"]), out, err)
+            timed_out, exited = self._follow(shell, started + float(req["timeout_s"]), out, err, lead)
         finally:
             self.shells.finished(shell, timed_out=timed_out)
         code = shell.proc.returncode
         sig = -code if code is not None and code < 0 else None
-        oom_after = procs.oom_kills()
-        oom = sig == signal.SIGKILL and oom_before is not None and (oom_after or 0) > oom_before
+        # Read again only for a SIGKILL, the one way an OOM kill ends a command.
+        oom = sig == signal.SIGKILL and oom_before is not None and (procs.oom_kills() or 0) > oom_before
         return {
             "exit_code": None if timed_out else (128 + sig if sig else code),
             "signal": sig,
@@ -428,16 +507,20 @@ class Helper:
                        "answered": time.monotonic()},
         }
 
-    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped) -> tuple[bool, float]:
+    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped,
+                lead: _Lead | None = None) -> tuple[bool, float]:
         """Collect the output until the shell exits (ending it at the deadline), then drain the
-        pipes background children may hold. Whether the command timed out, and when its shell's
-        exit was seen (0.0: never)."""
+        pipes background children may hold; while this thread leads a stream, hand it over as
+        soon as anything arrives on it. Whether the command timed out, and when its shell's exit
+        was seen (0.0: never)."""
         proc, exit_r = shell.proc, shell.exit_pipe.r
         assert proc.stdout is not None and proc.stderr is not None
         streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         sel = selectors.DefaultSelector()
         for fd in (*streams, exit_r):
             sel.register(fd, selectors.EVENT_READ)
+        if lead is not None and lead.held:
+            sel.register(lead.stream.in_fd, selectors.EVENT_READ, lead)
         open_pipes = set(streams)
         ending = _Ending()
         wake = deadline
@@ -457,6 +540,10 @@ class Helper:
                         break
                     waits = [exited_at + DRAIN_MAX_S - now, max(last_data, exited_at) + QUIET_S - now]
                 for key, _ in sel.select(max(0.0, min(waits))):
+                    if key.data is lead and lead is not None:  # a request (or the stream's end)
+                        sel.unregister(key.fd)
+                        lead.hand_over()
+                        continue
                     if key.fd == exit_r:
                         sel.unregister(exit_r)
                         exited_at = time.monotonic()

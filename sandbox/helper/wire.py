@@ -28,6 +28,11 @@ Requests (host to helper)
     stat      ``path`` str
     commit    ``changes``: list of ``{"path": str, "data": base64 str or null (delete),
               "mode": int or null (keep the current mode; 0o644 for a new file)}``
+    desktop   ``steps``: a list of input steps (:mod:`sandbox.helper.desktop`), played on the
+              helper's X display (started, or restarted, first), then one capture;
+              ``settle_s`` number >= 0 (how long the capture may wait for the screen to stop
+              changing), ``size`` ``[width, height]`` of the screen, ``env`` (as ``run``'s: added
+              to the environment of the programs the desktop starts, when it starts them)
     ========  ================================================================================
 
 Replies (helper to host)
@@ -50,6 +55,10 @@ frame), ``resources`` (no process left to start the command, even after reclaimi
 ones), ``spawn`` (the shell could not be started), ``io`` (the file system refused a read or a
 write), ``internal`` (a bug in the helper), ``unconfined`` (the helper could not install its
 seccomp filter, :mod:`sandbox.helper.confine`, and answers every request, hello too, with this).
+
+A ``desktop`` reply is ok even when a step failed or the X server died under it: its ``failed``
+says which action, its ``restarted`` why the desktop was started afresh, and the capture is of
+the screen as it is after that.
 """
 
 from __future__ import annotations
@@ -70,6 +79,10 @@ __all__ = [
     "Change",
     "CommitRequest",
     "CommitResult",
+    "DesktopFailure",
+    "DesktopRequest",
+    "DesktopResult",
+    "DesktopTiming",
     "ErrorBody",
     "ErrorKind",
     "ErrorReply",
@@ -100,7 +113,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a request, a reply or the framing changes.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 MAX_FRAME = 256 << 20
 _HEADER = struct.Struct(">I")
 
@@ -112,7 +125,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 #: exec'ing it through the subreaper program, by a prctl between fork and exec, or not at all.
 SubreaperHow = Literal["exec", "preexec", "none"]
 
-Op = Literal["hello", "run", "runs", "cancel", "read", "stat", "commit"]
+Op = Literal["hello", "run", "runs", "cancel", "read", "stat", "commit", "desktop"]
 OPS: tuple[Op, ...] = get_args(Op)
 
 
@@ -178,6 +191,15 @@ class CommitRequest(TypedDict):
     id: int
     op: Literal["commit"]
     changes: list[Change]
+
+
+class DesktopRequest(TypedDict):
+    id: int
+    op: Literal["desktop"]
+    steps: list[list[Any]]  # [action index, kind, ...arguments]
+    settle_s: float
+    size: list[int]  # [width, height]
+    env: dict[str, str]
 
 
 # --- results -------------------------------------------------------------------------------
@@ -265,6 +287,34 @@ class CommitResult(TypedDict):
     changed: int
 
 
+class DesktopFailure(TypedDict):
+    index: int  # the action (its index in the host's batch) whose step failed
+    message: str
+    died: bool  # the X server went away under it
+
+
+class DesktopTiming(TypedDict, total=False):
+    input_s: float  # from the request to the last step played (a restart included)
+    settle_s: float  # waiting for the screen to stop changing, the encoding included
+    total_s: float
+    # the last start of the desktop, step by step: Xvfb up (python3-xlib imported), the terminal
+    # on screen, the window manager managing it and the terminal active
+    server_s: float
+    terminal_s: float
+    window_manager_s: float
+
+
+class DesktopResult(TypedDict):
+    png: str  # base64
+    width: int
+    height: int
+    done: int  # steps played
+    failed: DesktopFailure | None
+    restarted: str | None  # why the desktop was started afresh before or during this batch
+    starts: int  # how many times the helper has started its X server
+    timing: DesktopTiming
+
+
 class ErrorBody(TypedDict):
     kind: ErrorKind
     message: str
@@ -272,9 +322,9 @@ class ErrorBody(TypedDict):
 
 if TYPE_CHECKING:
     Request = (HelloRequest | RunRequest | RunsRequest | CancelRequest | ReadRequest | StatRequest
-               | CommitRequest)
+               | CommitRequest | DesktopRequest)
     Result = (HelloResult | RunResult | RunsResult | CancelResult | ReadResult | StatResult
-              | CommitResult)
+              | CommitResult | DesktopResult)
 
 
 class OkReply(TypedDict):
@@ -338,7 +388,6 @@ def parse_request(message: object) -> Request:
     if op not in OPS:
         raise OpError("bad_request", f"unknown op {op!r}")
     if op in ("run", "runs"):
-        env = message.get("env")
         if op == "run":
             command = message.get("command")
             _check(isinstance(command, str), op, "command", "a string")
@@ -352,10 +401,6 @@ def parse_request(message: object) -> Request:
         size = message.get("max_output_bytes")
         _check(isinstance(size, int) and not isinstance(size, bool) and size > 0, op, "max_output_bytes",
                "an integer > 0")
-        _check(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
-               op, "env", "an object of strings")
-        _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
-               op, "env", "names without '=' and values without NUL bytes")
     elif op == "cancel":
         target = message.get("target")
         _check(isinstance(target, int) and not isinstance(target, bool), op, "target", "an integer")
@@ -372,6 +417,21 @@ def parse_request(message: object) -> Request:
             mode = change.get("mode")
             _check(mode is None or (isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777),
                    op, "changes[].mode", "a permission mode or null")
+    elif op == "desktop":
+        steps, size = message.get("steps"), message.get("size")
+        _check(isinstance(steps, list) and all(isinstance(s, list) and len(s) >= 2 and isinstance(s[0], int)
+                                               and isinstance(s[1], str) for s in steps),
+               op, "steps", "a list of [action index, kind, ...] lists")
+        _check(_number(message.get("settle_s")) and message["settle_s"] >= 0, op, "settle_s", "a number >= 0")
+        _check(isinstance(size, list) and len(size) == 2
+               and all(isinstance(n, int) and not isinstance(n, bool) and 16 <= n <= 8192 for n in size),
+               op, "size", "[width, height] in pixels")
+    if op in ("run", "runs", "desktop"):
+        env = message.get("env")
+        _check(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
+               op, "env", "an object of strings")
+        _check(all(k and "=" not in k and "\x00" not in k + v for k, v in cast("dict[str, str]", env).items()),
+               op, "env", "names without '=' and values without NUL bytes")
     return cast("Request", message)
 
 

@@ -39,10 +39,12 @@ from sandloop.files import FileChange
 from sandloop.hostfiles import HostDir
 
 from ..base import Snapshotted
+from ..ca import CA_VARIABLES, host_bundle
 from ..docker import DockerConfig
 from ..helper import archive
 from ..helper.client import HelperClient, ReplaceableSession
 from ..helper.wire import HelloResult
+from ..injection import resolve_all
 from ..lifecycle import owner_labels
 from ..protected import find
 from ..seccomp import require_filter
@@ -56,6 +58,13 @@ from .reaper import reap
 from .warmpool import Claim, claim_pod
 
 __all__ = ["KubernetesSession"]
+
+#: Where a session whose proxy adds secrets finds its CA bundle (the pod's memory-backed /tmp).
+TRUST_PATH = "/tmp/.sandloop-trust.crt"
+TRUST_COMMAND = (
+    "umask 022; { for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; "
+    'do if [ -r "$f" ]; then cat "$f"; break; fi; done; printf \'%s\\n\' "$SANDLOOP_SESSION_CA"; } > '
+    + TRUST_PATH)
 
 log = logging.getLogger("sandloop.kubernetes")
 
@@ -136,8 +145,14 @@ class KubernetesSession(ReplaceableSession):
         try:
             await asyncio.to_thread(session._create_policies)
             if session.config.network_allow is not None:
-                session.egress = await egress.start(session.cluster, session.plan, session.config.on_egress)
+                # Each secret read first: a missing one is a one-line error before any pod starts.
+                injections = resolve_all(session.config.secrets)
+                trust = host_bundle().read_text(errors="replace") if injections else ""
+                session.egress = await egress.start(session.cluster, session.plan, session.config.on_egress,
+                                                    injections, trust)
                 session.base_env = {**session.base_env, **session.egress.env}
+                if injections:
+                    session.base_env = {**dict.fromkeys(CA_VARIABLES, TRUST_PATH), **session.base_env}
             await session._client()
         except BaseException:
             await session.close(copy_back=False)
@@ -242,11 +257,23 @@ class KubernetesSession(ReplaceableSession):
                     await self._copy_in(packing, partial(sync.copy_in, helper))
                 if self.config.restore:
                     await self._restore(helper, Path(self.config.restore))
+                if self.egress is not None and self.egress.ca_pem:
+                    await self._trust_session_ca(helper, self.egress.ca_pem)
         except BaseException:
             await asyncio.gather(packing, return_exceptions=True)
             await asyncio.to_thread(self._teardown)
             raise
         return helper, hello
+
+    @staticmethod
+    async def _trust_session_ca(helper: HelperClient, ca_pem: str) -> None:
+        """The image's own bundle plus the session CA, at TRUST_PATH in the pod's /tmp (every
+        start: a replaced pod has a fresh /tmp). A certificate is no secret, so a command may
+        write it; what the sandbox trusts is its own affair, and it never sees a key."""
+        result = await helper.run(TRUST_COMMAND, timeout_s=30, max_output_bytes=4096,
+                                  env={"SANDLOOP_SESSION_CA": ca_pem}, within=60)
+        if result.exit_code != 0:
+            raise SandboxUnavailable(f"cannot write the session CA bundle in the pod: {result.stderr.text[:200]}")
 
     def dead_reason(self) -> str:
         if self.pod is None:

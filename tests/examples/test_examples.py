@@ -79,3 +79,31 @@ def test_the_mcp_client_example_drives_sandloop_mcp(docker_client: Any, tmp_path
     (run,) = (state / "sandloop" / "runs").iterdir()  # the server's run, where the example said
     assert json.loads((run / "summary.json").read_text())["result"]["tool_calls"] == 5
     assert f"run folder {run}" in proc.stderr
+
+
+def test_the_desktop_example_types_into_a_real_terminal(docker_client: Any, tmp_path: Path) -> None:
+    """examples/desktop.py: a scripted model clicks into xterm on the desktop and types a command;
+    the file it writes is read back through the shell tool."""
+    from executor.testing import computer_call, shell_call
+
+    repo = copy_tree(DEMO_DIR / "repo", tmp_path / "repo")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-examples-0000", "XDG_STATE_HOME": str(tmp_path / "state")}
+    env.pop("OPENAI_BASE_URL", None)
+    turns = [
+        [computer_call([{"type": "screenshot"}])],
+        [computer_call([{"type": "click", "x": 300, "y": 200, "button": "left"},
+                        {"type": "type", "text": "echo hello from the desktop > hello.txt"},
+                        {"type": "keypress", "keys": ["ENTER"]}, {"type": "wait"}])],
+        [shell_call(["cat hello.txt"])],
+        [message("hello from the desktop")],
+    ]
+    with FakeResponsesServer(ScriptedModel(turns)) as server:
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLES / "desktop.py"), "--base-url", server.base_url, "--model", "scripted",
+             "--repo", str(repo)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+            stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not server.rejections, server.rejections
+    assert "hello.txt: hello from the desktop" in proc.stdout
+    assert "screenshots: 2 in" in proc.stdout
+    assert (repo / "hello.txt").read_text() == "hello from the desktop\n"

@@ -25,9 +25,13 @@ RUN_CLIENTS = {"openai", "playwright"}  # the Responses client and the browser: 
 ENGINE = {"docker", "kubernetes"}
 
 
-def _imports(*args: str, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """Run ``sandloop ARGS``; what it printed and the top-level packages it imported."""
+def _imports(*args: str, cwd: Path | None = None,
+             state: Path | None = None) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``sandloop ARGS`` (with ``state`` as its XDG_STATE_HOME); what it printed and the
+    top-level packages it imported."""
     env = {k: v for k, v in os.environ.items() if k != "SANDLOOP_DEBUG"}
+    if state is not None:
+        env["XDG_STATE_HOME"] = str(state)
     done = subprocess.run([sys.executable, "-X", "importtime", str(SCRIPT), *args], capture_output=True,
                           text=True, timeout=300, cwd=cwd, env=env)
     modules = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
@@ -64,10 +68,26 @@ def test_version_imports_nothing_heavy() -> None:
     ["policy", "check", "strict"],
     ["policy", "schema"],
 ], ids=" ".join)
-def test_policy_commands_need_no_client_and_no_engine(args: list[str]) -> None:
-    done, imported = _imports(*args)
+def test_policy_commands_need_no_client_and_no_engine(args: list[str], tmp_path: Path) -> None:
+    done, imported = _imports(*args, state=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert imported.isdisjoint(RUN_CLIENTS | ENGINE), imported
+
+
+@pytest.mark.parametrize("args", [
+    ["--", "git push origin main"],
+    ["--json", "--", "ls"],
+    ["--url", "https://example.com/"],
+], ids=" ".join)
+def test_explain_from_a_snapshot_needs_no_schema_models_and_no_rich(args: list[str], tmp_path: Path) -> None:
+    # The first explain loads the file (and keeps a snapshot); the next decides from the snapshot.
+    first, imported = _imports("policy", "explain", "default", *args, state=tmp_path)
+    assert first.returncode == 0 and "pydantic" in imported, first.stderr[-2000:]
+    done, imported = _imports("policy", "explain", "default", *args, state=tmp_path)
+    assert done.returncode == 0 and done.stdout == first.stdout, done.stderr[-2000:]
+    assert imported.isdisjoint(RUN_CLIENTS | ENGINE | {"pydantic", "rich"}), imported
+    # a URL parses no command line: the shell grammar is not loaded either
+    assert ("tree_sitter" in imported) is (args[0] != "--url"), imported
 
 
 def test_audit_and_report_need_no_client_and_no_engine(tmp_path: Path) -> None:
