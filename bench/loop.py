@@ -25,7 +25,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import judge, median, p90, rounds, spread
+from bench.report import judge, load, median, p90, rounds, spread
 from executor.approvals import DenyAll
 from executor.loop import Budgets, Loop, LoopConfig, RunResult
 from executor.policy_gate import PolicyGate
@@ -113,10 +113,12 @@ async def parallel_vs_serial() -> None:
 
 
 async def main() -> None:
+    print(load())
     print("loop overhead per turn (fake Responses server over HTTP, real openai client, no tool time)")
     await overhead(stateless=False)
     await overhead(stateless=True)
     await parallel_vs_serial()
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import QUICK, judge, median, rounds, spread, timed
+from bench.report import QUICK, judge, load, median, rounds, spread, timed
 from sandbox import images
 from sandbox.docker import DockerSession
 from sandbox.pool import SessionPool
@@ -52,6 +52,7 @@ def _container_mb(container_id: str) -> float | None:
 
 
 async def main() -> None:
+    print(load())
     client = docker.from_env()
     images.ensure(client, "shell")
     scratch = Path(tempfile.mkdtemp(prefix="sandloop-bench-pool-"))
@@ -112,6 +113,7 @@ async def main() -> None:
     left = _fds() - fds0
     judge("descriptors left open after the pool closed", str(left), "0", left <= 0)
     client.close()
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-__all__ = ["QUICK", "judge", "median", "p90", "rounds", "spread", "timed"]
+__all__ = ["QUICK", "judge", "load", "median", "p90", "rounds", "spread", "timed"]
 
 QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
 
@@ -58,3 +58,9 @@ def judge(what: str, figure: str, target: str, met: bool) -> bool:
     verdict = "quick, not judged" if QUICK else "ok" if met else "MISSED"
     print(f"  {what}: {figure}  [target {target}: {verdict}]")
     return met
+
+
+def load() -> str:
+    """The machine's load, for the record beside a run's figures (they move with it)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min) on {os.cpu_count()} cores"

@@ -5,7 +5,9 @@
    The native baseline is measured twice: called straight from the event loop (no thread hop:
    the floor, which the target is judged against) and through ``asyncio.to_thread`` (what an
    asyncio program must do with a blocking call). The hop itself is measured alone, and so is a
-   helper round trip that runs no command (the transport's floor).
+   helper round trip that runs no command (the transport's floor), and the native side's own
+   code run by python3 inside the session's container, in batches of 20 between the rounds
+   (the engine's floor: the container's cgroup share, seccomp filters and CPU quota).
 2. One ``shell_call`` of 200 × ``true`` answered by the handler (the default policy, an audit log,
    the session), against 200 × native ``bash -c true``, interleaved.
 3. 8 × ``sleep 0.5`` in parallel through one session, against 8 native ``bash -c 'sleep 0.5'``
@@ -15,7 +17,11 @@
    → the container removed. A session (``DockerSession.create`` with its reap of stale
    containers, ``run``, ``close``) against a bare container of the same image (create with
    ``--network none``, attach, start, read the answer, remove), alternating which goes first;
-   and, for context, a session that skips the reap.
+   and, for context, a session that skips the reap, and the floor for a helper written in
+   Python: a bare container whose answer comes from python3 importing the helper's modules.
+5. A profile (full runs, or ``--profile``): py-spy samples the helper (by its pid on the host)
+   and this process while the session runs ``echo hi``, and the samples are put in parts
+   (:mod:`bench.profile`): the spawn, the wait for the command, the cgroup counters, the reply …
 
 Where the time goes: 1.–3. print each hop's median (and its share of the median) from the
 timestamps a command collects on its way (``CommandResult.timing``: host sent → helper received
@@ -25,8 +31,9 @@ woken), so a regression shows where it is.
 Targets: sandloop median ≤ 1.5× native (p90 ≤ 3×), ≥ 15× faster than docker exec; the 200-command
 call ≤ 1.5× native; 8 parallel ≤ 1.05 × 0.5 s; session start ≤ 1.5× a bare container, to the first
 answer and to removal. Run it on a loaded machine too (``make test`` beside it, or two busy
-processes): load is where the hops show. ``BENCH_RUNTIME=runsc`` measures under gVisor (both
-sides of 4. use it).
+processes): load is where the hops show; the load average is printed at the start and the end.
+Where a floor measured in the run already misses a target, the bench says so.
+``BENCH_RUNTIME=runsc`` measures under gVisor (both sides of 4. use it).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -49,7 +57,8 @@ from openai.types.responses import ResponseFunctionShellToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import judge, median, p90, rounds, spread, timed
+from bench.profile import Profile, Rule, pid_of, print_parts
+from bench.report import QUICK, judge, load, median, p90, rounds, spread, timed
 from executor.approvals import DenyAll
 from executor.handlers.shell import handle_shell_call
 from executor.policy_gate import PolicyGate
@@ -116,6 +125,27 @@ def breakdown(timings: Sequence[Mapping[str, float]], totals: Sequence[float], *
         _hop_line(name, values, med_total, mean_total, indent)
 
 
+#: The native side's own code, run by python3 inside the session's container and timed there: the
+#: same subprocess.run of the same command under the container's cgroup, seccomp filters and CPU
+#: quota, where sandloop's commands run. What it takes beyond native is the engine's floor.
+INSIDE_NATIVE = ("import subprocess, time\n"
+                 "for _ in range({n}):\n"
+                 "    start = time.perf_counter()\n"
+                 "    subprocess.run({argv!r}, capture_output=True, check=True)\n"
+                 "    print(time.perf_counter() - start)\n")
+#: Rounds between two batches of the in-container native side (a batch is one command).
+BATCH = 20
+
+
+async def inside_native(session: DockerSession, count: int) -> list[float]:
+    """``count`` in-container subprocess.run of ECHO, each timed inside (seconds)."""
+    code = INSIDE_NATIVE.format(n=count, argv=ECHO)
+    got = await session.run(f"python3 -I -S -c {shlex.quote(code)}", timeout_s=120)
+    if got.exit_code != 0:
+        raise RuntimeError(f"the in-container native side failed: {got.stderr.text}")
+    return [float(line) for line in got.stdout.text.split()]
+
+
 async def per_command(client: docker.DockerClient, image: str, session: DockerSession) -> None:
     n = rounds(200, quick=10)
     warm = client.containers.run(image, ["sleep", "3600"], detach=True, network_mode="none", remove=True)
@@ -147,7 +177,10 @@ async def per_command(client: docker.DockerClient, image: str, session: DockerSe
             for fn in paths.values():
                 await fn()
         results.clear()
+        inside_native_samples: list[float] = []
         for i in range(n):
+            if i % BATCH == 0:  # interleaved in batches: one command runs BATCH of them
+                inside_native_samples += await inside_native(session, min(BATCH, n - i))
             for name, fn in paths.items():
                 if name == "docker exec" and i % 4:
                     continue  # docker exec is slow: a quarter of the rounds is plenty
@@ -155,11 +188,12 @@ async def per_command(client: docker.DockerClient, image: str, session: DockerSe
     finally:
         warm.remove(force=True)
 
+    samples["native in the container"] = inside_native_samples
     med = {k: median(v) for k, v in samples.items()}
     tail = {k: p90(v) for k, v in samples.items()}
     print(f"echo hi, {n} interleaved rounds (docker exec: {len(samples['docker exec'])})")
     for k in samples:
-        print(f"  {k:18s} median {ms(med[k]):>10}   p90 {ms(tail[k]):>10}")
+        print(f"  {k:23s} median {ms(med[k]):>10}   p90 {ms(tail[k]):>10}")
     ratio, tail_ratio = med["sandloop"] / med["native"], tail["sandloop"] / tail["native"]
     judge("sandloop / native (no thread hop on the native side)",
           f"median {ratio:.2f}× ({ms(med['sandloop'])} vs {ms(med['native'])})", "<= 1.5×", ratio <= 1.5)
@@ -173,6 +207,14 @@ async def per_command(client: docker.DockerClient, image: str, session: DockerSe
           f"and wait under its seccomp filter and CPU quota); a helper round trip that runs no command "
           f"{ms(med['helper round trip'])}; the two together {ms(floor)} = {floor / med['native']:.2f}× "
           f"native, so sandloop is {med['sandloop'] / floor:.2f}× its floor")
+    engine = med["native in the container"] / med["native"]
+    print(f"  the engine's floor, same run: the native side's own subprocess.run inside the session's container "
+          f"{ms(med['native in the container'])} = {engine:.2f}× native (the container's cgroup share on a busy "
+          f"machine, its seccomp filters, its CPU quota; below 1×: the container is no floor in this run"
+          f"); sandloop / that floor {med['sandloop'] / med['native in the container']:.2f}×")
+    if engine * 1.05 > 1.5:
+        print(f"  so the target is below the floor here: a command in this container cannot cost less than "
+              f"{engine:.2f}× native before sandloop adds anything")
     print(f"  for context: sandloop / native via asyncio.to_thread "
           f"{med['sandloop'] / med['native via thread']:.2f}× (the hop alone: {ms(med['thread hop alone'])})")
     exec_ratio = med["docker exec"] / med["sandloop"]
@@ -262,6 +304,11 @@ async def parallel(session: DockerSession) -> None:
           median(samples) <= 1.05)
     print(f"  floors, same run: 8 native bash -c 'sleep 0.5' at once {spread(floors, '×', digits=3)}; "
           f"the same started by one shell inside the container {spread(inside, '×', digits=3)}")
+    floor = min(median(floors), median(inside))
+    if floor > 1.05:
+        print(f"  the floors miss the target themselves on this machine now (the lower {floor:.3f}×): the kernel's "
+              f"and the engine's cost of starting 8 processes at once under this load, not sandloop's; sandloop "
+              f"/ the in-container floor {median(samples) / median(inside):.3f}×")
     if slowest and all("sent" in t for t in slowest):
         print("  the last command of each round to answer (medians):")
         for name, a, b in (("sent → its shell started", "sent", "spawned"),
@@ -270,11 +317,75 @@ async def parallel(session: DockerSession) -> None:
             print(f"    {name:40s} {ms(median([t[b] - t[a] for t in slowest])):>10}")
 
 
-def bare_lifecycle(client: docker.DockerClient, image: str) -> tuple[float, float]:
-    """A plain container: (seconds to the answer of ``echo hi``, seconds until it is removed)."""
+#: The helper's parts, by the innermost frame of a sample taken while it served a request.
+HELPER_PARTS: tuple[Rule, ...] = (
+    ("spawn: vfork until the shell is exec'd (_fork_exec)", ("Popen._execute_child",)),
+    ("spawn: Popen's own Python work", ("Popen.__init__", "Popen._get_handles")),
+    ("spawn: the helper's books and oom_score_adj", ("Shells.",)),
+    ("the command: select until its exit and EOFs, output read", ("Helper._follow (",)),
+    ("cgroup counters (OOM kills, pids)", ("oom_kills", "pids_exhausted", "_read_int", "_pids_limit_hits")),
+    ("output kept and base64'd", ("Capped.",)),
+    ("the reply: JSON and write", ("Helper._send", "encode_frame")),
+    ("request parsed, dispatched, result made", ("parse_request", "Helper._answer", "Helper._dispatch",
+                                                  "Helper.run (")),
+)
+#: The host's parts, by the innermost frame of a sample taken in the event loop.
+HOST_PARTS: tuple[Rule, ...] = (
+    ("waiting for the helper (the loop's epoll)", ("select (selectors.py", "EpollSelector.select")),
+    ("sending the request (frame, socket write)", ("HelperClient.request", "encode_frame", "_locked_send")),
+    ("the reply: read, decoded, future settled", ("data_received", "FrameDecoder", "HelperClient.deliver",
+                                                   "_settle")),
+    ("the CommandResult made", ("result_from_wire", "capture_from_wire")),
+    ("the session layer (limits, env, client)", ("HelperSession.run", "ReplaceableSession._client")),
+    ("the event loop's own work", ("_run_once", "Handle._run")),
+)
+
+
+async def profiled(session: DockerSession) -> None:
+    """``echo hi`` through the session with py-spy sampling the helper and this process: which
+    parts of each side the time goes to (a phase of its own: the sampling costs CPU)."""
+    n = rounds(400, quick=40)
+    pid = pid_of(session.inspect())
+    if pid is None:
+        print("profile: the helper's pid is unknown")
+        return
+    helper, host = Profile(pid), Profile(os.getpid())
+    timings: list[Mapping[str, float]] = []
+    start = time.perf_counter()
+    try:
+        if helper.problem is None or host.problem is None:
+            for _ in range(n):
+                timings.append((await session.run("echo hi")).timing)
+    finally:
+        elapsed = time.perf_counter() - start
+        helper_samples, host_samples = helper.stop(), host.stop()
+    per = elapsed / max(1, len(timings))
+    print(f"profile (py-spy, sampling both sides; {len(timings)} × echo hi at {ms(per)} a command while sampled)")
+    if helper.problem:
+        print(f"    the helper: {helper.problem}")
+    else:
+        serve = statistics.fmean([t["answered"] - t["received"] for t in timings])
+        print_parts("the helper, while serving a request (of its mean "
+                    f"{ms(serve)} from request read to result made)", helper_samples, HELPER_PARTS,
+                    within="Helper._serve_one", per=serve)
+    if host.problem:
+        print(f"    the host: {host.problem}")
+    else:
+        print_parts("the host's event loop", host_samples, HOST_PARTS, within="_run_once", per=per)
+
+
+#: A bare container's answer from python3 importing what the helper imports (the standard library
+#: modules of sandbox/helper), for the start-up's floor: any helper written in Python pays this.
+PYTHON_HI = ["python3", "-I", "-S", "-c",
+             "import argparse, base64, contextlib, ctypes, errno, functools, json, selectors, signal, socket, "
+             "struct, subprocess, threading, typing; print('hi')"]
+
+
+def bare_lifecycle(client: docker.DockerClient, image: str, argv: Sequence[str] = ECHO) -> tuple[float, float]:
+    """A plain container: (seconds to the answer of ``argv`` (``hi``), seconds until it is removed)."""
     api = client.api
     start = time.perf_counter()
-    created = api.create_container(image, ECHO, network_disabled=True,
+    created = api.create_container(image, list(argv), network_disabled=True,
                                    host_config=api.create_host_config(network_mode="none", runtime=RUNTIME))
     raw = api.attach_socket(created["Id"], params={"stdout": 1, "stderr": 1, "stream": 1})
     sock: socket.socket = getattr(raw, "_sock", raw)
@@ -313,6 +424,7 @@ async def startup(client: docker.DockerClient, image: str, workspace: Path) -> N
     bare: list[tuple[float, float]] = []
     ours: list[tuple[float, float]] = []
     unreaped: list[tuple[float, float]] = []
+    python: list[tuple[float, float]] = []
     for i in range(n):  # alternate who goes first, so neither always meets a warmer engine
         if i % 2:
             ours.append(await session_lifecycle(client, workspace))
@@ -321,15 +433,22 @@ async def startup(client: docker.DockerClient, image: str, workspace: Path) -> N
             bare.append(await asyncio.to_thread(bare_lifecycle, client, image))
             ours.append(await session_lifecycle(client, workspace))
         unreaped.append(await session_lifecycle(client, workspace, reap=False))
+        python.append(await asyncio.to_thread(bare_lifecycle, client, image, PYTHON_HI))
     print(f"start-up, the same lifecycle on both sides, {n} rounds each")
     for label, index in (("start → first answer", 0), ("start → answer → removed", 1)):
         s, b = [x[index] for x in ours], [x[index] for x in bare]
         ratio = median(s) / median(b)
         print(f"  {label}: session {spread(s, ' ms', 1000, 0)}; bare {spread(b, ' ms', 1000, 0)}")
         judge(f"session / bare container, {label}", f"{ratio:.2f}×", "<= 1.5×", ratio <= 1.5)
+    bare_first = median([x[0] for x in bare])
     skip = median([x[0] for x in unreaped])
     print(f"  for context: a session that skips its reap of stale containers answers first in "
-          f"{skip * 1000:.0f} ms ({skip / median([x[0] for x in bare]):.2f}× bare)")
+          f"{skip * 1000:.0f} ms ({skip / bare_first:.2f}× bare)")
+    floor = median([x[0] for x in python])
+    print(f"  floor, same run: a bare container whose answer comes from python3 importing the helper's standard "
+          f"library modules answers in {floor * 1000:.0f} ms ({floor / bare_first:.2f}× bare): what a Python helper "
+          f"pays before its first line of its own; the session / that floor "
+          f"{median([x[0] for x in ours]) / floor:.2f}×")
 
 
 async def main() -> None:
@@ -339,15 +458,18 @@ async def main() -> None:
         workspace = Path(tmp)
         os.chown(workspace, 1000, 1000)
         session = await DockerSession.create(workspace, DockerConfig(runtime=RUNTIME), client=client)
-        print(f"runtime: {session.runtime_in_force()}")
+        print(f"runtime: {session.runtime_in_force()}; {load()}")
         try:
             await per_command(client, image, session)
             with tempfile.TemporaryDirectory(prefix="sandloop-bench-state-") as state:
                 await one_call(session, Path(state))
             await parallel(session)
+            if not QUICK or "--profile" in sys.argv[1:]:
+                await profiled(session)
         finally:
             await session.close()
         await startup(client, image, workspace)
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":

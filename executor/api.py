@@ -70,6 +70,11 @@ class RunSettings(SandboxSettings, total=False):
     max_total_tokens: int
     max_wall_s: float
     max_tool_calls: int
+    #: a run (id or folder) whose snapshot this run continues; its first task goes on with
+    #: the snapshot's conversation (see run.snapshot())
+    resume: str | Path
+    #: resume even though the policy changed since the snapshot
+    policy_changed_ok: bool
 
 
 def _options(repo: str | Path, settings: Mapping[str, Any]) -> RunOptions:
@@ -84,6 +89,7 @@ def _options(repo: str | Path, settings: Mapping[str, Any]) -> RunOptions:
         log=path("log"), record=path("record"),
         instructions=settings.get("instructions", DEFAULT_INSTRUCTIONS),
         approvals=settings.get("approvals"), client=settings.get("client"),
+        resume=settings.get("resume"), policy_changed_ok=settings.get("policy_changed_ok", False),
         budgets=BudgetOverrides(max_turns=settings.get("max_turns"),
                                 max_total_tokens=settings.get("max_total_tokens"),
                                 max_wall_s=settings.get("max_wall_s"),
@@ -233,8 +239,12 @@ class SyncRun:
     def audit_head(self) -> str:
         return self._run.audit_head
 
-    def task(self, task: str | list[dict[str, Any]], *, client: Client | None = None) -> RunOutcome:
+    def task(self, task: str | list[dict[str, Any]] | None = None, *, client: Client | None = None) -> RunOutcome:
         return self._portal.call(self._run.task(task, client=client))
+
+    def snapshot(self) -> Path:
+        """:meth:`~executor.run.Run.snapshot`: the session and its conversation, for a resume."""
+        return self._portal.call(self._run.snapshot())
 
     def close(self) -> None:
         """Close the run and everything it opened (idempotent)."""

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "report": "executor.report.cli",
     "env": "executor.env_cli",
     "k8s": "executor.k8s_cli",
+    "snapshot": "executor.snapshot_cli",
     "mcp": "executor.mcp.cli",  # argparse only: the MCP SDK is imported when `mcp` runs
 }
 

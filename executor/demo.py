@@ -2,7 +2,8 @@
 
 executor/demo_assets/ holds a tiny repo whose test fails, a status page, and the task. The demo
 copies the repo to a temporary directory, serves the page on 127.0.0.1, and runs the task
-through the real loop, the real ``openai`` client, a Docker sandbox and Chromium. Without
+through the real loop, the real ``openai`` client, a Docker sandbox (the minimal image: the
+task's tests need python3 only) and Chromium. Without
 ``OPENAI_API_KEY`` the model side is the scripted model below, served by the strict fake
 Responses server; with a key it is the live model, doing the same task.
 """
@@ -26,8 +27,9 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from executor.run import BudgetOverrides, RunOptions
+from sandbox import images
 
-__all__ = ["DEMO_DIR", "demo_model", "page_server", "scenario"]
+__all__ = ["DEMO_DIR", "demo_model", "page_server", "placement", "scenario"]
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo_assets"
 
@@ -104,6 +106,27 @@ def _page_policy(folder: Path, page_url: str) -> Path:
     return path
 
 
+def placement(requested: str | None) -> str:
+    """Where the demo's Chromium runs: where asked; else in its container once the browser image
+    is built, and in the host's Chromium (the same policy, routing and rules) while it is not —
+    a first ``make demo`` leaves that image to the background build, so as not to wait for it.
+    With neither, the container, whose image is then built on first use."""
+    if requested:
+        return requested
+    import docker
+
+    try:
+        client = docker.from_env(timeout=10)
+        try:
+            if images.is_current(client, "browser"):
+                return "container"
+        finally:
+            client.close()
+    except (docker.errors.DockerException, OSError):
+        return "auto"  # no engine: the host's Chromium, if any
+    return "local" if shutil.which("chromium") else "container"
+
+
 @contextlib.contextmanager
 def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverrides) -> Iterator[RunOptions]:
     """The demo's run: a fresh copy of the repo, the page served, and (offline) the scripted
@@ -114,16 +137,19 @@ def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverride
         repo = Path(shutil.copytree(DEMO_DIR / "repo", Path(tmp) / "repo"))
         policy = args.policy or str(_page_policy(Path(tmp), page_url))
         task = (DEMO_DIR / "task.md").read_text(encoding="utf-8").format(page_url=page_url)
-        base_url, api_key, model = args.base_url, os.environ.get("OPENAI_API_KEY"), args.model
+        base_url, api_key, model = args.base_url, os.environ.get("OPENAI_API_KEY"), args.model or "gpt-5.4"
         if not live:
             from executor.testing import FakeResponsesServer
 
             server = stack.enter_context(FakeResponsesServer(demo_model(page_url)))
             base_url, api_key, model = server.base_url, "offline-demo", "scripted-demo"
+        # The demo's tests need python3 and nothing else: the minimal image, the one a first
+        # `make demo` builds before it starts (sandbox.images.DEMO_TARGETS).
+        image = args.image or images.image_name("minimal")
         console.print(f"[bold]sandloop demo[/] ({'live model ' + model if live else 'offline, scripted model'})"
                       f" — repo copy {repo}, page {page_url}")
         yield RunOptions(
             task=task, repo=repo, model=model, base_url=base_url, api_key=api_key,
-            policy=policy, browser=args.browser or "auto", budgets=budgets,
+            policy=policy, browser=placement(args.browser), budgets=budgets,
             stateless=args.stateless, log=Path(args.log) if args.log else None,
-            record=Path(args.record) if args.record else None)
+            record=Path(args.record) if args.record else None, image=image)

@@ -22,7 +22,7 @@ import asyncio
 import collections.abc
 import time
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
@@ -43,7 +43,9 @@ __all__ = [
     "ExitCode",
     "Loop",
     "LoopConfig",
+    "LoopState",
     "RunResult",
+    "TurnHook",
     "TurnRecord",
     "Usage",
     "harness_note",
@@ -99,6 +101,42 @@ class Usage:
 
 
 @dataclass
+class LoopState:
+    """Where a conversation stands before a request (or after the last answer): enough for
+    another process to continue it — the chain's last response id and the items the next
+    request sends (or, stateless, the whole history, reasoning items included), and what the
+    budgets have used so far."""
+
+    previous_response_id: str | None
+    pending: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    tool_calls: int = 0
+    wall_s: float = 0.0
+    stateless: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LoopState:
+        """The form :meth:`to_json` writes; KeyError/TypeError/ValueError when it is not."""
+        return cls(previous_response_id=data["previous_response_id"], pending=list(data["pending"]),
+                   history=list(data["history"]), usage=Usage(**data["usage"]), turns=int(data["turns"]),
+                   tool_calls=int(data["tool_calls"]), wall_s=float(data["wall_s"]),
+                   stateless=bool(data["stateless"]))
+
+    def continued(self, task: str | list[dict[str, Any]] | None) -> LoopState:
+        """This state with ``task`` (a new user message) added to what the next request sends."""
+        if not task:
+            return self
+        items = [{"role": "user", "content": task}] if isinstance(task, str) else list(task)
+        return LoopState(self.previous_response_id, [*self.pending, *items], [*self.history, *items],
+                         Usage(**asdict(self.usage)), self.turns, self.tool_calls, self.wall_s, self.stateless)
+
+
+@dataclass
 class TurnRecord:
     index: int
     response_id: str
@@ -109,6 +147,11 @@ class TurnRecord:
     total_s: float
     retried: bool = False
     calls: list[CallRecord] = field(default_factory=list)
+
+
+#: told of each turn's end (its record and where the conversation stands), before the next
+#: request: a snapshot taken there can continue the run
+TurnHook = Callable[[TurnRecord, LoopState], Awaitable[None]]
 
 
 @dataclass
@@ -217,8 +260,14 @@ class Loop:
         on_event: EventSink | None = None,
         observers: Sequence[Callable[[dict[str, Any], Response], None]] = (),
         log: Any = None,
+        on_turn_end: TurnHook | None = None,
     ) -> None:
         self.client, self.config, self.toolbox = client, config, toolbox
+        self.on_turn_end = on_turn_end
+        #: where the conversation stands before the request in flight (or after the last
+        #: answer); read under :attr:`quiet`, which is held while a turn's calls run
+        self.checkpoint: LoopState | None = None
+        self.quiet = asyncio.Lock()
         self.observers = list(observers)  # e.g. a cassette recorder: (request, response)
         self.log = log  # executor.audit.RequestLog, or None
         if any(t.is_async for t in toolbox.functions) and toolbox.functions.get("wait") is None:
@@ -326,23 +375,34 @@ class Loop:
         await tasks.wait_any(self._remaining(start))
         return tasks.take_ready()
 
-    async def run(self, task: str | list[dict[str, Any]]) -> RunResult:
-        start = time.monotonic()
-        first = [{"role": "user", "content": task}] if isinstance(task, str) else list(task)
-        history: list[dict[str, Any]] = list(first)
-        pending: list[dict[str, Any]] = list(first)
-        previous: str | None = None
-        usage, calls = Usage(), 0
+    def _checkpoint(self, previous: str | None, pending: list[dict[str, Any]], history: list[dict[str, Any]],
+                    usage: Usage, turns: int, calls: int, start: float) -> LoopState:
+        self.checkpoint = LoopState(previous, list(pending), list(history), Usage(**asdict(usage)), turns, calls,
+                                    time.monotonic() - start, self.config.stateless)
+        return self.checkpoint
+
+    async def run(self, task: str | list[dict[str, Any]] | None, *, resume: LoopState | None = None) -> RunResult:
+        """Drive the conversation from ``task``, or continue ``resume`` (a snapshot's state, with
+        ``task``, if any, as the next user message): its chain, history and budgets go on."""
+        resume = (resume or LoopState(None, [], [])).continued(task)
+        start = time.monotonic() - resume.wall_s
+        history: list[dict[str, Any]] = list(resume.history)
+        pending: list[dict[str, Any]] = list(resume.pending)
+        previous: str | None = resume.previous_response_id
+        usage, calls = Usage(**asdict(resume.usage)), resume.tool_calls
+        done = resume.turns  # turns a run this one continues already took
         turns: list[TurnRecord] = []
-        result_text, last_id = "", None
+        result_text, last_id = "", previous
         try:
             while True:
-                self._check_budgets(len(turns), usage, calls, start)
-                index = len(turns) + 1
+                self._check_budgets(done + len(turns), usage, calls, start)
+                self._checkpoint(previous, pending, history, usage, done + len(turns), calls, start)
+                index = done + len(turns) + 1
                 self.on_event("turn_start", {"turn": index})
                 t0 = time.perf_counter()
                 to_send = history if self.config.stateless else pending
                 response, retried = await self._turn_response(to_send, previous, index)
+                await self.quiet.acquire()  # until the next checkpoint: a snapshot waits for the calls
                 t1 = time.perf_counter()
                 turn_usage = usage.add(response)
                 last_id = response.id
@@ -379,6 +439,10 @@ class Loop:
                     raise _Stop("answered", ExitCode.ANSWERED)
                 history.extend(outputs)
                 pending = outputs
+                state = self._checkpoint(previous, pending, history, usage, done + len(turns), calls, start)
+                if self.on_turn_end is not None:
+                    await self.on_turn_end(record, state)
+                self.quiet.release()
         except _Stop as stop:
             reason, code, detail = stop.reason, stop.code, stop.detail
         except openai.APIError as exc:
@@ -390,7 +454,11 @@ class Loop:
                                             usage, turns, calls, start, last_id)
             raise
         finally:
+            if self.quiet.locked():
+                self.quiet.release()
             await self.toolbox.tasks.cancel_all()
+        if reason == "answered":  # the conversation may go on from its answer
+            self._checkpoint(previous, [], history, usage, done + len(turns), calls, start)
         return self._finish(reason, code, detail, result_text, usage, turns, calls, start, last_id)
 
     def _finish(self, reason: str, code: ExitCode, detail: str, text: str, usage: Usage,

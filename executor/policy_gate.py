@@ -109,10 +109,12 @@ class PolicyGate:
         the policy's ``[shell] network`` list, which the proxy enforces, and recorded here."""
         verdict = "allow" if decision.allowed else "deny"
         subject = f"{decision.method} {decision.target}"
+        # A secret the proxy added is recorded by name (its host is the subject), never its value.
+        secret = {"secret": decision.secret} if getattr(decision, "secret", "") else {}
         if self.audit is not None:
             self.audit.record("decision", action="egress", subject=subject, call_id="",
                               decision=verdict, policy_decision=verdict, rule_id=decision.rule,
-                              justification=decision.reason)
+                              justification=decision.reason, **secret)
         if self.on_event is not None and not decision.allowed:
             with contextlib.suppress(Exception):
                 self.on_event("decision", {"what": "egress", "subject": subject, "call_id": "",

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import os
+import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,19 +26,20 @@ from typing import Any
 import openai
 from rich.console import Console
 
-from executor import safety
+from executor import safety, snapshot
 from executor.approvals import Approvals, DenyAll, TerminalPrompt, safety_callback
 from executor.audit import LOG_NAME, RequestLog, new_run_id, run_folder
 from executor.browser_gate import BrowserGate
 from executor.dispatch import EventSink
 from executor.environment import environment_config
-from executor.loop import Budgets, Client, Loop, LoopConfig, RunResult
+from executor.loop import Budgets, Client, Loop, LoopConfig, LoopState, RunResult, TurnRecord
 from executor.navigation import navigation_tools
 from executor.policy_gate import PolicyGate
 from executor.progress import Progress
 from executor.safety import SafetyCallback
 from executor.sandbox_config import docker_config, shell_limits
 from executor.session import Sandbox
+from executor.snapshot import LoadedSnapshot, RunFacts, Snapshotter
 from executor.testing.cassette import Cassette
 from executor.toolbox import Toolbox
 from policies.audit import SUMMARY_KEY, AuditLog
@@ -46,11 +51,13 @@ from sandbox.computer import Computer
 from sandbox.desktop import DesktopConfig, open_desktop
 from sandbox.desktop.live import start_live_view
 from sandbox.docker import DockerSession
-from sandloop.errors import ConfigError
-from sandloop.hostfiles import refuse_inside
+from sandloop.errors import ConfigError, SandloopError, describe
+from sandloop.hostfiles import HostDir, refuse_inside
 
 __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunFiles", "RunOptions",
            "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_toolbox", "run_task"]
+
+log = logging.getLogger("sandloop.run")
 
 #: sees every request body and response of the loop (a cassette recorder)
 Observer = Callable[[dict[str, Any], Any], None]
@@ -108,6 +115,11 @@ class RunOptions:
     client: Client | None = field(default=None, repr=False)
     #: the image to start from for this run (``--image``), instead of the policy's [environment] one
     image: str | None = None
+    #: a run (id or folder) whose snapshot this run continues: its sandbox's files, its
+    #: conversation, its budgets used, its audit chain
+    resume: str | Path | None = None
+    #: resume even though the policy changed since the snapshot (the difference is shown)
+    policy_changed_ok: bool = False
 
 
 def _safety_callback(mode: str, approvals: Approvals) -> SafetyCallback:
@@ -145,6 +157,14 @@ class Runtime:
     audit: AuditLog
     engine: PolicyEngine
     gate: PolicyGate
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What a resumed session starts from: the snapshot's /tmp tar, its root image if any."""
+
+    tar: Path
+    image: str | None
 
 
 @dataclass
@@ -188,8 +208,9 @@ class RunOutcome:
 
 @contextlib.asynccontextmanager
 async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
-                       log_dir: Path) -> AsyncIterator[Runtime]:
-    """Start the back-ends a run uses (policy gate, Docker session, browser) and close them."""
+                       log_dir: Path, restore: Restore | None = None) -> AsyncIterator[Runtime]:
+    """Start the back-ends a run uses (policy gate, Docker session, browser) and close them;
+    ``restore``: the snapshot a resumed session starts from."""
     engine = load_policy(opts.policy)
     policy = engine.policy
     approvals = opts.approvals or (DenyAll() if policy.unattended or not sys.stdin.isatty()
@@ -203,6 +224,8 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
         backend = opts.backend or policy.backend.type
         config = await environment_config(engine.loaded, opts.repo.resolve(), backend=backend, image=opts.image,
                                           log_dir=log_dir, on_event=on_event)
+        if restore is not None:
+            config = replace(config, restore=str(restore.tar), image=restore.image or config.image)
         toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
@@ -215,6 +238,32 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
                                   f"--browser {opts.browser}")
             await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
         yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
+
+
+def resume_from(opts: RunOptions, loaded: LoadedSnapshot, folder: Path) -> tuple[Restore, list[str]]:
+    """Check a snapshot against the run that resumes it (its policy, its image, the checkout),
+    start the new run's audit log from its chain, and say what the run must be told."""
+    engine = load_policy(opts.policy)
+    notes = []
+    if loaded.check_policy(engine, changed_ok=opts.policy_changed_ok) is not None:
+        notes.append("the policy changed since the snapshot: this run goes on under the new one (--policy-changed-ok)")
+    if loaded.image is not None:
+        import docker
+
+        client = docker.from_env()
+        try:
+            snapshot.require_image(loaded, client)
+        finally:
+            client.close()
+    changed = snapshot.drift(loaded.checkout, opts.repo.resolve())
+    if changed:
+        notes.append(f"the checkout changed since the snapshot: {changed} path(s) differ; it is kept as it is "
+                     "(a snapshot never overwrites the checkout)")
+    if loaded.manifest.get("reason") == "interrupted":
+        notes.append("the run was stopped in the middle of a turn: that turn's calls (and any approval prompt open "
+                     "then) were not answered, and the model is asked again")
+    snapshot.link_audit(loaded, folder, AUDIT_NAME)
+    return Restore(snapshot.copy_tar(loaded, folder), loaded.image), notes
 
 
 async def open_computer(toolbox: Toolbox, gate: PolicyGate, policy: Policy, stack: contextlib.AsyncExitStack, *,
@@ -255,6 +304,15 @@ async def open_desktop_computer(toolbox: Toolbox, gate: PolicyGate, policy: Poli
               file=sys.stderr, flush=True)
 
 
+def _policy_spec(policy: str | Path | None) -> str | None:
+    """How a snapshot names the run's policy: a file by its absolute path (a resume may start
+    elsewhere), a preset by its name."""
+    if policy is None:
+        return None
+    path = Path(policy)
+    return str(path.resolve()) if path.is_file() else str(policy)
+
+
 class Run:
     """One run opened from a policy: its back-ends, its files, and the loop to drive them.
 
@@ -281,23 +339,49 @@ class Run:
         assert session is not None  # open_toolbox always starts one
         self.sandbox = Sandbox(session, runtime.gate, limits=runtime.toolbox.limits,
                                read_only_globs=runtime.toolbox.patch_read_only_globs)
+        #: what a resumed run was told at its start (checkout drift, a changed policy), one line each
+        self.resume_notes: list[str] = []
+        self._loop: Loop | None = None  # the task's loop while one runs
+        #: where the conversation stands between tasks (None: none yet); a resumed run's first
+        #: task continues the snapshot's
+        self._state: LoopState | None = None
+        self._continue = False
+        self.snapshotter = Snapshotter(files.folder, session, RunFacts(
+            run_id=log.run_id, repo=opts.repo.resolve(), policy=_policy_spec(opts.policy),
+            engine=runtime.engine, model=opts.model, base_url=opts.base_url, instructions=opts.instructions,
+            backend=type(session).__name__, base_image=getattr(session, "image", None)), runtime.audit.head)
 
     @classmethod
     async def open(cls, opts: RunOptions, on_event: EventSink | None = None) -> Run:
-        """Plan the run's files (refused inside the workspace), then start its back-ends."""
+        """Plan the run's files (refused inside the workspace), then start its back-ends; with
+        ``opts.resume``, from that run's snapshot (checked first: see :mod:`executor.snapshot`)."""
         run_id = new_run_id()
         files = RunFiles.plan(opts, run_id)
+        loaded = restore = None
+        notes: list[str] = []
+        if opts.resume is not None:
+            loaded = await asyncio.to_thread(snapshot.load, opts.resume)
+            # the snapshot's policy unless another is given (it is checked against the snapshot's
+            # either way), and its way of keeping the conversation
+            opts = replace(opts, policy=opts.policy or loaded.manifest["policy"]["spec"],
+                           stateless=loaded.state.stateless)
+            restore, notes = await asyncio.to_thread(resume_from, opts, loaded, files.folder)
         async with contextlib.AsyncExitStack() as stack:
             observers: list[Observer] = []
             if files.record is not None:
                 recorder = stack.enter_context(Cassette.recorder(files.record))
                 observers.append(lambda body, resp: recorder.record(
                     body, resp.model_dump(mode="json", exclude_unset=True)))
-            runtime = await stack.enter_async_context(open_toolbox(opts, on_event, files.folder))
+            runtime = await stack.enter_async_context(open_toolbox(opts, on_event, files.folder, restore))
             head = runtime.audit.head
             log = RequestLog(files.log, run_id=run_id,
                              summary_fields=lambda: {SUMMARY_KEY: head().to_json()})
             run = cls(opts, files, runtime, log, stack.pop_all(), on_event, observers)
+        if loaded is not None:
+            run._state, run._continue, run.resume_notes = loaded.state, True, notes
+            run.snapshotter.facts.base_image = loaded.manifest.get("base_image") or run.snapshotter.facts.base_image
+            runtime.audit.record("resume", previous_run=loaded.run_id, previous_head=loaded.manifest["audit_head"],
+                                 turns=loaded.state.turns, notes=" | ".join(notes))
         return run
 
     @property
@@ -338,15 +422,50 @@ class Run:
                 api_key=key, base_url=self.options.base_url or os.environ.get("OPENAI_BASE_URL"))
         return self._client
 
+    async def snapshot(self, *, reason: str = "request") -> Path:
+        """Snapshot the session now — its sandbox's files (``$HOME``; the root too with
+        ``[session] writable_root``) and the conversation — into ``<run folder>/snapshot``, for
+        ``sandloop run --resume``. While a task runs, it waits for the turn's calls to finish
+        (the conversation's next safe point). Returns the snapshot's folder."""
+        loop = self._loop
+        if loop is not None:
+            async with loop.quiet:
+                state = loop.checkpoint
+                assert state is not None  # set before the first request
+                return await self.snapshotter.take(state, reason=reason)
+        return await self.snapshotter.take(self._state or LoopState(None, [], []), reason=reason)
+
+    async def _every_turn(self, turn: TurnRecord, state: LoopState) -> None:
+        try:
+            await self.snapshotter.take(state, reason="turn", turn=turn)
+        except (SandloopError, OSError) as exc:  # the run goes on; the last good snapshot stays
+            log.warning("the snapshot at turn %d failed: %s", turn.index, describe(exc))
+
+    async def _on_stop(self, loop: Loop, reason: str) -> None:
+        """The snapshot a clean stop takes when the policy asks (a failure is told, never raised
+        over the run's own outcome)."""
+        state = loop.checkpoint
+        if self.engine.policy.session.snapshot == "off" or state is None:
+            return
+        try:
+            await self.snapshotter.take(state, reason=reason)
+        except (SandloopError, OSError) as exc:
+            log.warning("the snapshot at the run's stop failed: %s", describe(exc))
+
     async def task(self, task: str | list[dict[str, Any]] | None = None, *,
                    client: Client | None = None) -> RunOutcome:
         """Drive the loop through one task (default: the options' task) until the model answers
-        or a budget, a refusal or an error stops it; the outcome says which (``exit_code``)."""
+        or a budget, a refusal or an error stops it; the outcome says which (``exit_code``).
+        A resumed run's first task continues the snapshot's conversation (``task``, if any, is
+        the next user message)."""
         if self._busy:
             raise RuntimeError("this run is already running a task: run its tasks one at a time")
         opts = self.options
         task = opts.task if task is None else task
-        if not task:
+        resume = self._state if self._continue else None
+        if resume is not None and not task and not resume.pending:
+            raise ValueError("the snapshot's conversation was answered: give a TASK to continue it")
+        if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         # The GA computer tool's declaration has no environment field: the model is told in words.
         instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if opts.browser == "desktop" else "")
@@ -356,19 +475,24 @@ class Run:
                             extra={"truncation": "auto"} if opts.model.startswith("computer-use-preview")
                             else {})
         used = self._client_for(client)
+        every_turn = self.engine.policy.session.snapshot == "every_turn"
         loop = Loop(used, config, self.toolbox, on_event=self.on_event,
-                    observers=self._observers, log=self.log)
-        await self._log_start(task, used)
-        self._busy = True
+                    observers=self._observers, log=self.log, on_turn_end=self._every_turn if every_turn else None)
+        await self._log_start(task or None, used)
+        self._busy, self._loop, self._continue = True, loop, False
+        stop = "interrupted"
         try:
-            result = await loop.run(task)
+            result = await loop.run(task or None, resume=resume)
+            stop = result.reason
         finally:
-            self._busy = False
+            self._busy, self._loop = False, None
+            self._state = loop.checkpoint
+            await self._on_stop(loop, stop)
             if loop.interrupted is not None:
                 self.interrupted = RunOutcome(loop.interrupted, self.folder, self.audit_head, self.log)
         return RunOutcome(result, self.folder, self.audit_head, self.log)
 
-    async def _log_start(self, task: str | list[dict[str, Any]], client: Client) -> None:
+    async def _log_start(self, task: str | list[dict[str, Any]] | None, client: Client) -> None:
         await self.log_start(task if isinstance(task, str) else None, model=self.options.model,
                              endpoint=str(getattr(client, "base_url", "") or ""))
 
@@ -408,8 +532,50 @@ async def run_task(opts: RunOptions, console: Console, *,
     """One run with live progress on ``console``. When Ctrl-C cancels it, what was done so far
     is appended to ``interrupted`` (the cancellation goes on)."""
     async with await Run.open(opts, Progress(console)) as run:
+        for note in run.resume_notes:
+            console.print(f"[yellow]resume:[/] {note}", highlight=False)
         try:
-            return await run.task()
+            with snapshot_on_signal(run):
+                return await run.task()
         finally:
             if run.interrupted is not None and interrupted is not None:
                 interrupted.append(run.interrupted)
+
+
+#: the run folder's file naming the front-end process, for ``sandloop snapshot RUN``
+FRONTEND = "frontend.json"
+#: why the last snapshot asked for by a signal failed, for ``sandloop snapshot RUN``
+SNAPSHOT_FAILED = "snapshot-failed.json"
+
+
+@contextlib.contextmanager
+def snapshot_on_signal(run: Run) -> Iterator[None]:
+    """While the run goes on, SIGUSR1 (``sandloop snapshot RUN``) takes a snapshot at its next
+    safe point; the front-end's pid (and its start time: pids are reused) is in the run's folder."""
+    from sandbox.lifecycle import proc_start_time
+
+    loop = asyncio.get_running_loop()
+    taking: set[asyncio.Task[Any]] = set()
+
+    def take() -> None:
+        async def snap() -> None:
+            try:
+                await run.snapshot(reason="signal")
+            except (SandloopError, OSError) as exc:
+                log.warning("the snapshot asked for failed: %s", describe(exc))
+                with HostDir(run.folder) as folder:  # for `sandloop snapshot RUN`, which waits
+                    folder.replace(SNAPSHOT_FAILED, json.dumps({"time": time.time(),
+                                                                "error": describe(exc)}).encode())
+
+        task = asyncio.ensure_future(snap())
+        taking.add(task)
+        task.add_done_callback(taking.discard)
+
+    pid = os.getpid()
+    with HostDir(run.folder) as folder:
+        folder.replace(FRONTEND, json.dumps({"pid": pid, "start": proc_start_time(pid)}).encode())
+    loop.add_signal_handler(signal.SIGUSR1, take)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)

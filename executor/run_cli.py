@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["cmd_replay", "cmd_run", "execute", "register"]
 
+_MODEL = "gpt-5.4"
+
 
 def _budgets(args: argparse.Namespace) -> BudgetOverrides:
     from executor.run import BudgetOverrides
@@ -67,17 +69,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.demo:
         with demo.scenario(args, console, _budgets(args)) as opts:
             return execute(opts, args, console)
+    if args.resume:
+        return _resume(args, console)
     if not args.task:
         return fail(args, ExitCode.USAGE, "a TASK is required (or --demo)")
     if not (os.environ.get("OPENAI_API_KEY") or args.base_url
             or os.environ.get("OPENAI_BASE_URL")):
         return fail(args, ExitCode.USAGE, "set OPENAI_API_KEY (or use --demo to run offline)")
-    if not Path(args.repo).is_dir():
-        return fail(args, ExitCode.USAGE, f"--repo {args.repo} is not a directory")
+    repo = Path(args.repo or ".")
+    if not repo.is_dir():
+        return fail(args, ExitCode.USAGE, f"--repo {repo} is not a directory")
     if args.live_view and not args.desktop:
         return fail(args, ExitCode.USAGE, "--live-view watches the desktop: give --desktop too")
     opts = RunOptions(
-        task=args.task, repo=Path(args.repo), model=args.model, base_url=args.base_url,
+        task=args.task, repo=repo, model=args.model or _MODEL, base_url=args.base_url,
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
         browser="desktop" if args.desktop else args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
@@ -85,9 +90,35 @@ def cmd_run(args: argparse.Namespace) -> int:
     return execute(opts, args, console)
 
 
+def _resume(args: argparse.Namespace, console: Console) -> int:
+    """``sandloop run --resume RUN [TASK]``: the snapshot's policy, checkout, model and endpoint
+    unless given again; its conversation continued (TASK, if any, the next user message)."""
+    from executor import snapshot
+    from executor.run import RunOptions
+
+    try:
+        manifest = snapshot.load(args.resume).manifest
+    except SandloopError as exc:
+        return fail(args, ExitCode.USAGE, describe(exc))
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or manifest.get("base_url")
+    if not (os.environ.get("OPENAI_API_KEY") or base_url):
+        return fail(args, ExitCode.USAGE, "set OPENAI_API_KEY to resume the run")
+    opts = RunOptions(
+        task=args.task or "", repo=Path(args.repo or manifest["repo"]), model=args.model or manifest["model"],
+        base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "unset",
+        policy=args.policy or manifest["policy"]["spec"], browser=args.browser or "off", budgets=_budgets(args),
+        stateless=bool(manifest.get("stateless")), instructions=manifest.get("instructions") or "",
+        log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
+        backend=args.backend, image=args.image, resume=args.resume, policy_changed_ok=args.policy_changed_ok)
+    if not opts.repo.is_dir():
+        return fail(args, ExitCode.USAGE, f"the snapshot's checkout {opts.repo} is not a directory: give --repo")
+    return execute(opts, args, console)
+
+
 def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int:
     """Run and report, turning set-up failures into the documented exit codes."""
     from executor.run import run_task
+    from executor.terminal import shown
 
     interrupted: list[RunOutcome] = []
     try:
@@ -100,6 +131,9 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
             return _emit(interrupted[0], args, console)
         return fail(args, ExitCode.INTERRUPTED, "interrupted before the run started")
     except (SandloopError, OSError, ValueError) as exc:
+        difference = getattr(exc, "difference", None)
+        if difference:  # a policy changed since a snapshot: what changed, then the one line
+            console.print(shown(difference), highlight=False, markup=False)
         usage = isinstance(exc, (ConfigError, ValueError, HostPathRefused))
         return fail(args, ExitCode.USAGE if usage else ExitCode.ERROR, describe(exc))
     return _emit(outcome, args, console)
@@ -142,9 +176,9 @@ def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="run a task through the loop", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="what the model should do")
-    p.add_argument("--repo", default=".", help="the checkout to work in (default: .)")
-    p.add_argument("--model", default=os.environ.get("SANDLOOP_MODEL", "gpt-5.4"),
-                   help="the model to drive (default: SANDLOOP_MODEL, else gpt-5.4)")
+    p.add_argument("--repo", help="the checkout to work in (default: ., or the resumed snapshot's)")
+    p.add_argument("--model", default=os.environ.get("SANDLOOP_MODEL"),
+                   help="the model to drive (default: SANDLOOP_MODEL, else gpt-5.4, or the resumed snapshot's)")
     p.add_argument("--base-url", help="Responses API base URL (default: OPENAI_BASE_URL)")
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
     p.add_argument("--browser", choices=("container", "local", "off"), default=None,
@@ -172,6 +206,10 @@ def _add_run(sub: Any) -> None:
                    help="write the run's HTML report (report.html in the run folder) and print its path")
     p.add_argument("--demo", action="store_true",
                    help="run the bundled scenario (offline without OPENAI_API_KEY)")
+    p.add_argument("--resume", metavar="RUN", help="continue RUN's snapshot (a run id or folder): its sandbox's "
+                   "files, its conversation (TASK, if given, is the next user message), its budgets and audit chain")
+    p.add_argument("--policy-changed-ok", action="store_true",
+                   help="with --resume: go on even though the policy file changed since the snapshot")
     p.set_defaults(func=cmd_run)
 
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from policies.lint import secrets_not_allowed
 from policies.model import LoadedPolicy, Policy
 from sandbox.docker import DockerConfig
 from sandbox.environment.prepare import Prepared
 from sandbox.environment.spec import EnvironmentSpec
+from sandbox.injection import SecretSpec
+from sandloop.errors import ConfigError
 from sandloop.limits import Limits
-from sandloop.matching import glob_base
+from sandloop.matching import glob_base, host_entry, match_host
 
-__all__ = ["GIT_HARDENING", "docker_config", "environment_spec", "read_only_paths", "shell_limits"]
+__all__ = ["GIT_HARDENING", "docker_config", "environment_spec", "read_only_paths", "secret_specs", "shell_limits"]
 
 #: What every sandboxed command's git reads, so git never runs a program named in a config file
 #: a command could write: no user or system config (HOME and /etc are the sandbox's), no
@@ -66,6 +69,23 @@ def _protected(policy: Policy) -> tuple[str, ...]:
     return tuple(dict.fromkeys((".git", *read_only_paths(policy.files.read_only))))
 
 
+def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...] | None) -> tuple[SecretSpec, ...]:
+    """The policy's ``[secrets]`` whose host:port ``allow`` (a network list) lets commands reach
+    (None: all of them; environment setup picks by the hosts it may reach, known only then).
+    A secret no list of the policy allows is a one-line ConfigError: lint's
+    ``secret-host-not-allowed``, refused at start too, since it could never be sent."""
+    unreachable = secrets_not_allowed(policy)
+    if unreachable:
+        name = unreachable[0]
+        raise ConfigError(f"secret {name!r}: its host {policy.secrets[name].host}:{policy.secrets[name].port} is "
+                          "allowed by neither [shell] network nor [environment] setup_network")
+    entries = [host_entry(entry) for entry in allow or []]
+    return tuple(
+        SecretSpec(name=name, host=s.host, port=s.port, env=s.env, file=s.file, header=s.header,
+                   template=s.template, basic=s.basic, private=s.private)
+        for name, s in policy.secrets.items() if allow is None or match_host(entries, s.host, s.port) is not None)
+
+
 def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only: bool | None = None,
                   prepared: Prepared | None = None) -> DockerConfig:
     """The container a policy asks for. A read-only workspace follows from a policy that lets no
@@ -86,7 +106,9 @@ def docker_config(policy: Policy, base: DockerConfig | None = None, *, read_only
         read_only_paths=_protected(policy),
         # "none" keeps network_mode=none; a list is enforced by the egress proxy, never hinted.
         network_allow=None if shell.network == "none" else tuple(shell.network),
+        secrets=secret_specs(policy, [] if shell.network == "none" else shell.network),
         limits=shell_limits(policy),
+        writable_root=policy.session.writable_root,
     )
     if prepared is None:
         return config
@@ -134,4 +156,5 @@ def environment_spec(loaded: LoadedPolicy, image: str | None = None) -> Environm
         runtime=shell.runtime,
         read_only_paths=_protected(policy),
         env={**GIT_HARDENING, **shell.env},
+        secrets=secret_specs(policy, None),
     )

@@ -22,19 +22,28 @@
 * ``address-without-port`` — a browser entry names a loopback or private address without a
   port: the browser's requests are made from this machine, so that opens every service the
   machine (or its network) runs there; name the port (``127.0.0.1:8080``);
-* ``timeout-above-max`` — the default shell timeout is above the maximum.
+* ``timeout-above-max`` — the default shell timeout is above the maximum;
+* ``secret-host-not-allowed`` — a ``[secrets]`` entry names a host:port that neither
+  ``[shell] network`` nor ``[environment] setup_network`` (nor, when it is set,
+  ``setup_registries``) lets anyone reach: the proxy would refuse every request the secret is for.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
-from sandloop.matching import host_entry, ip_literal, is_loopback_name
+from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
 from sandloop.verdict import Decision
 
-__all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint"]
+# Only a type here: `policy explain` imports this module and decides from a snapshot, without the
+# schema's models (pydantic).
+if TYPE_CHECKING:
+    from policies.model import Policy
+
+__all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint", "secrets_not_allowed"]
 
 LAUNCHERS = frozenset({
     # shells and interpreters: their argument is a program
@@ -181,6 +190,24 @@ def _browser(engine: PolicyEngine) -> list[Finding]:
     return findings
 
 
+def secrets_not_allowed(policy: Policy) -> list[str]:
+    """The ``[secrets]`` entries whose host:port no network list of the policy allows (the
+    registries of ``setup_registries`` are known only at run time: they count as allowing)."""
+    shell = policy.shell.network if isinstance(policy.shell.network, list) else []
+    setup = policy.environment.setup_network
+    lists = [host_entry(entry) for entry in [*shell, *setup]]
+    return [name for name, secret in policy.secrets.items()
+            if match_host(lists, secret.host, secret.port) is None and not policy.environment.setup_registries]
+
+
+def _secrets(engine: PolicyEngine) -> list[Finding]:
+    return [Finding(
+        "secret-host-not-allowed",
+        f"secret {name!r} is for {engine.policy.secrets[name].host}:{engine.policy.secrets[name].port}, which "
+        "neither [shell] network nor [environment] setup_network allows: add the host there, or drop the secret",
+        f"secrets.{name}", engine.loaded.where(("secrets", name))) for name in secrets_not_allowed(engine.policy)]
+
+
 def lint(engine: PolicyEngine) -> list[Finding]:
     findings: list[Finding] = []
     rules = engine.rules
@@ -216,6 +243,7 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             "open-network", "shell.network allows every domain; list the domains commands need",
             "shell.network", engine.loaded.where(("shell", "network"))))
     findings.extend(_browser(engine))
+    findings.extend(_secrets(engine))
     if shell.default_timeout_ms > shell.max_timeout_ms:
         findings.append(Finding(
             "timeout-above-max", f"shell.default_timeout_ms ({shell.default_timeout_ms}) is above "

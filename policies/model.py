@@ -71,6 +71,8 @@ __all__ = [
     "Policy",
     "PolicyLoadError",
     "Problem",
+    "SecretEntry",
+    "SessionSection",
     "ShellResources",
     "ShellRule",
     "ShellSection",
@@ -243,6 +245,20 @@ class BudgetSection(_Section):
     max_tool_calls: Annotated[int, Field(gt=0)] | None = 500
 
 
+class SessionSection(_Section):
+    """``[session]``: whether a session's state is snapshotted, so that a run can resume it."""
+
+    snapshot: Literal["off", "on_stop", "every_turn"] = Field(
+        default="off", description="snapshot the session (its $HOME, its root when writable, the "
+        "conversation) on a clean stop, or also at the end of every turn; `sandloop snapshot RUN` works "
+        "whatever this says")
+    writable_root: bool = Field(
+        default=False, description="the root file system stays writable, and a snapshot commits it to an image "
+        "(packages installed outside $HOME survive a resume); read-only otherwise")
+    snapshot_tmp: bool = Field(
+        default=False, description="a snapshot keeps all of /tmp, not only $HOME (/tmp/home)")
+
+
 class BackendSection(_Section):
     """``[backend]``: which back-end runs sessions, and each back-end's own options.
 
@@ -356,6 +372,70 @@ class EnvironmentSection(_Section):
         return self
 
 
+class SecretEntry(_Section):
+    """One ``[secrets.NAME]`` entry: a credential the egress proxy adds to HTTPS requests to one
+    host, read on the host at session start. The policy names where the value is, never the
+    value: ``env`` (a variable of sandloop's own environment) or ``file`` (a path on the host)."""
+
+    host: str = Field(description="the exact host name (no wildcard) the secret is sent to")
+    port: Annotated[int, Field(gt=0, lt=65536)] = 443
+    env: str | None = Field(default=None, description="the host environment variable holding the value")
+    file: str | None = Field(default=None, description="a host file holding the value (one trailing "
+                             "newline dropped)")
+    header: str = Field(default="Authorization", description="the request header it is sent in")
+    template: str = Field(default="Bearer {value}", description="the header's value; {value} is the secret")
+    basic: str | None = Field(default=None, description="send HTTP basic auth with this user name and "
+                              "the secret as password (instead of header/template)")
+    private: bool = Field(default=False, description="the host is an internal service: its name may resolve "
+                          "to a private address (never loopback or link-local), for this host only")
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        entry = host_entry(value)
+        if entry.port is not None or entry.wildcard:
+            raise ValueError(f"host {value!r} must be one exact host name (the port goes in `port`)")
+        return entry.host
+
+    @field_validator("env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @field_validator("header")
+    @classmethod
+    def _check_header(cls, value: str) -> str:
+        if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", value):
+            raise ValueError(f"{value!r} is not a header name")
+        if value.lower() in {"host", "content-length", "transfer-encoding", "connection"}:
+            raise ValueError(f"{value!r} frames the request; a secret cannot be sent in it")
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _check_template(cls, value: str) -> str:
+        if value.count("{value}") != 1 or value.replace("{value}", "").count("{") \
+                or value.replace("{value}", "").count("}"):
+            raise ValueError("template must contain {value} exactly once and no other braces")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError("template may not contain line breaks")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretEntry:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env or file (where the value is; never the value)")
+        if self.file is not None and not self.file.startswith("/"):
+            raise ValueError(f"file {self.file!r} must be an absolute path on this host")
+        if self.basic is not None and (":" in self.basic or any(c in self.basic for c in "\r\n")):
+            raise ValueError("basic is a user name: no ':' and no line breaks")
+        if self.basic is not None and self.model_fields_set & {"header", "template"}:
+            raise ValueError("basic sends Authorization: Basic …; give basic or header/template, not both")
+        return self
+
+
 class Policy(_Section):
     """A whole policy file (or the effective policy after layering)."""
 
@@ -370,8 +450,12 @@ class Policy(_Section):
     mcp: McpSection = Field(default_factory=McpSection)
     functions: FunctionsSection = Field(default_factory=FunctionsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
+    session: SessionSection = Field(default_factory=SessionSection)
     backend: BackendSection = Field(default_factory=BackendSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+    secrets: dict[Annotated[str, Field(pattern=_RULE_ID)], SecretEntry] = Field(
+        default_factory=dict, description="credentials the egress proxy adds to HTTPS requests to one "
+        "host each; the sandbox never holds them")
 
 
 def json_schema() -> dict[str, Any]:

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from sandloop.errors import SandloopError
+from sandloop.errors import SandboxError, SandloopError
 from sandloop.files import FileChange, FileInfo
+from sandloop.hostfiles import HostDir
 from sandloop.results import CommandResult
 
-__all__ = ["Closing", "Session", "with_session_notes"]
+__all__ = ["Closing", "Session", "Snapshotted", "with_session_notes"]
+
+
+@dataclass(frozen=True)
+class Snapshotted:
+    """What :meth:`Session.capture` kept: the tar's size, and the root's image when committed."""
+
+    tar_bytes: int
+    tar_sha256: str
+    image: str | None = None
 
 
 class Closing(abc.ABC):
@@ -108,6 +119,13 @@ class Session(Closing):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release everything the session holds. Idempotent."""
+
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
+                       commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
+        """Write the sandbox's own files under /tmp (``names``: ``home``, or ``.``; None: not this
+        time) as a tar named ``tar`` into ``into``, and commit the root file system to the image ``commit`` names
+        (tag, labels) where the back-end can. A back-end that cannot says so."""
+        raise SandboxError(f"the {type(self).__name__} back-end cannot snapshot a session")
 
     async def write_file(self, path: str, content: bytes, mode: int | None = None) -> None:
         await self.commit([FileChange(path, content, mode)])

@@ -48,9 +48,10 @@ HELPER_MODULES = (
     "sandbox.helper.framebuffer",
     "sandbox.helper.confine",
     "sandbox.helper.seccomp_rules",
+    "sandbox.helper.archive",
 )
 #: What the egress proxy carries (its entry point first).
-PROXY_MODULES = ("sandbox.egress_proxy", "sandloop.matching", "sandloop.errors")
+PROXY_MODULES = ("sandbox.egress_proxy", "sandbox.egress_inject", "sandloop.matching", "sandloop.errors")
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: the same bytes on every build
 

@@ -1,4 +1,5 @@
-"""Trusting the host's CA bundle inside a sandbox (an environment's ``trust_host_ca``).
+"""Trusting the host's CA bundle inside a sandbox (an environment's ``trust_host_ca``), and a
+session's own CA beside it when the egress proxy adds secrets (:func:`with_session_ca`).
 
 On a network whose TLS goes through an intercepting proxy, a stock image fails certificate
 verification against every package index: only the host's bundle holds the interception CA.
@@ -20,7 +21,7 @@ from docker.types import Mount
 
 from sandloop.errors import ConfigError
 
-__all__ = ["CA_PATH", "CA_VARIABLES", "ca_env", "ca_mount", "host_bundle"]
+__all__ = ["CA_PATH", "CA_VARIABLES", "ca_env", "ca_mount", "host_bundle", "with_session_ca"]
 
 #: Where the bundle appears inside a sandbox (beside sandloop's other read-only programs).
 CA_PATH = "/opt/sandloop/ca.crt"
@@ -48,3 +49,10 @@ def ca_env() -> dict[str, str]:
 
 def ca_mount(bundle: str | os.PathLike[str]) -> Mount:
     return Mount(CA_PATH, os.fspath(bundle), type="bind", read_only=True)
+
+
+def with_session_ca(base: str | os.PathLike[str] | None, ca_pem: str) -> bytes:
+    """A session's bundle when its proxy adds secrets: what the sandbox trusted already (the
+    host bundle it was given, else this host's) and the session CA, for that session only."""
+    text = Path(base if base is not None else host_bundle()).read_text(encoding="utf-8", errors="replace")
+    return f"{text.rstrip()}\n{ca_pem}".encode()

@@ -12,7 +12,7 @@ from typing import Any
 
 from sandloop.errors import ConfigError
 
-from . import backends
+from . import backends, snapshots
 from .docker import DockerConfig
 
 __all__ = ["register"]
@@ -77,6 +77,12 @@ def _gc(args: argparse.Namespace) -> int:
         for name, reason in removed:
             print(f"removed {name}: {reason}")
         print(f"{len(removed)} {'container(s)' if args.backend == 'docker' else 'object(s)'} removed")
+        # Snapshots are the user's (a run to resume), never garbage: counted, left alone.
+        kept = snapshots.list_snapshots()
+        if kept:
+            size = sum(snap.size for snap in kept) / 1e6
+            print(f"{len(kept)} snapshot(s) kept ({size:.1f} MB in run folders, and their images): "
+                  "`sandloop snapshot ls` lists them, `sandloop snapshot prune` removes them")
     return 0
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
 import socket
@@ -43,30 +44,40 @@ from docker.models.containers import Container
 from docker.types import Mount
 
 from sandloop.errors import ConfigError, SandboxError, SandboxUnavailable
+from sandloop.hostfiles import HostDir
 from sandloop.limits import Limits
 
 from . import egress, images, seccomp
-from .bundle import helper_programs
-from .ca import ca_env, ca_mount
+from .base import Snapshotted
+from .bundle import helper_programs, install
+from .ca import ca_env, ca_mount, host_bundle, with_session_ca
 from .helper.client import HelperClient, ReplaceableSession
 from .helper.confine import EXEC
+from .helper.main import ARCHIVE
 from .helper.wire import HelloResult
 from .helper_socket import SOCKET_NAME, HelperListener
+from .injection import Injection, SecretSpec, resolve_all
 from .lifecycle import HELPER_DIR, LABEL, owner_labels, stale_reason
 from .protected import protected_paths
+from .snapshots import TAR_MODE
 
-__all__ = ["DockerConfig", "DockerSession", "close_attach", "confined", "container_user", "hardened_host_config",
-           "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
+__all__ = ["DockerConfig", "DockerSession", "build_own_image", "close_attach", "confined", "container_user",
+           "hardened_host_config", "helper_mounts", "protected_paths", "reap", "workspace_mounts"]
 
 log = logging.getLogger("sandloop.docker")
 
 WORKSPACE = "/workspace"
 #: Where the helper's code appears inside the container (a read-only bind mount).
 HELPER_PATH = f"{HELPER_DIR}/helper.pyz"
+#: What python3 -c runs to start the helper from its archive (its arguments follow).
+HELPER_LAUNCH = (f"import sys; sys.path.insert(0, {HELPER_PATH!r}); "
+                 "from sandbox.helper.main import main; sys.exit(main())")
 #: Where the program that makes each command's shell a subreaper appears (idem), when there is one.
 SUBREAPER_PATH = f"{HELPER_DIR}/subreaper"
 #: Where the directory of the host's socket for the helper appears (idem).
 SOCKET_DIR = f"{HELPER_DIR}/socket"
+#: Where a resumed session's snapshot of /tmp appears (idem), for the helper to unpack.
+RESTORE_PATH = f"{HELPER_DIR}/restore.tar"
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -91,6 +102,17 @@ def engine_errors(doing: str) -> Iterator[None]:
         raise SandboxUnavailable(f"the Docker engine does not answer ({_one_line(exc)})") from exc
 
 
+def build_own_image(client: docker.DockerClient, target: str, say: Callable[[str], None]) -> str:
+    """sandloop's image ``target``, built now when it is missing (or waited for while another
+    build of it runs); a failed build is SandboxUnavailable in one line."""
+    with engine_errors(f"cannot build {images.image_name(target)}"):
+        try:
+            return images.ensure(client, target, say)
+        except docker.errors.BuildError as exc:
+            raise SandboxUnavailable(f"building {images.image_name(target)} failed ({exc.msg}): "
+                                     "scripts/bootstrap builds it and shows the log") from None
+
+
 @dataclass(frozen=True)
 class DockerConfig:
     image: str | None = None  # None: the shell image for this package version
@@ -103,6 +125,9 @@ class DockerConfig:
     #: Domains the session may reach (a policy's ``[shell] network`` list). Not None: the
     #: container joins an internal network whose only way out is an allow-list proxy.
     network_allow: tuple[str, ...] | None = None
+    #: Let allowed *names* resolve to private addresses (an internal service, an internal
+    #: mirror). Off by default: on the engine's bridge a private address can be the host itself.
+    network_private_ok: bool = False
     memory: str = "1g"
     cpus: float = 1.0
     pids_limit: int = 256
@@ -120,6 +145,15 @@ class DockerConfig:
     #: :data:`~sandbox.ca.CA_PATH`, never over the image's own bundle, and named by
     #: the variables each client reads (:data:`~sandbox.ca.CA_VARIABLES`).
     ca_bundle: str | None = None
+    #: The root file system stays writable (a policy's ``[session] writable_root``), so that a
+    #: snapshot can commit what commands installed there; read-only otherwise.
+    writable_root: bool = False
+    #: A snapshot's tar of /tmp (a host file, mounted read-only), unpacked by the helper inside
+    #: the container before its first request: a resumed session's $HOME.
+    restore: str | None = None
+    #: Secrets the egress proxy adds to HTTPS requests to their hosts (a policy's [secrets]
+    #: whose hosts ``network_allow`` allows); read on the host at start, never given to the sandbox.
+    secrets: tuple[SecretSpec, ...] = ()
 
 
 def container_user(workspace: Path) -> tuple[str, str]:
@@ -332,6 +366,8 @@ class DockerSession(ReplaceableSession):
         self.egress: egress.EgressHandle | None = None
         self._listener: HelperListener | None = None  # until the helper's connection is accepted
         self._attach: HelperClient | None = None  # the attach stream's client: hello, stderr, its end
+        self._reaping: asyncio.Future[None] | None = None  # the reap of stale containers started beside it
+        self._trust_file: Path | None = None  # this session's bundle with its CA (secrets only)
 
     @classmethod
     async def create(
@@ -354,34 +390,42 @@ class DockerSession(ReplaceableSession):
         owns_client = client is None  # ours to close with the session (its connection pool)
         with engine_errors("cannot reach the Docker engine"):
             client = client or await asyncio.to_thread(docker.from_env)
-        # The reap runs beside the start, not before it (≈15 ms of every start): it removes only
-        # what dead or expired owners left, never this live session's objects.
+        # The reap runs beside the start and the session's first commands, not before them: it
+        # removes only what dead or expired owners left, never this live session's objects, and
+        # on a busy engine its listings take as long as a container's start. close() waits for it.
         reaping = asyncio.ensure_future(asyncio.to_thread(_reap_logged, client)) if reap_stale else None
         session = cls(client, workspace, config)
         session._owns_client = owns_client
+        session._reaping = reaping
         try:
             if session.config.network_allow is not None:
-                await session._attach_egress(list(session.config.network_allow))
+                # Each secret read first: a missing one is a one-line error before anything starts.
+                injections = resolve_all(session.config.secrets)
+                await session._attach_egress(list(session.config.network_allow), injections)
             await session._client()
-            if reaping is not None:
-                await reaping
         except BaseException:
-            if reaping is not None:
-                await asyncio.gather(reaping, return_exceptions=True)
             await session.close()  # a failed start leaves no proxy or network behind
             raise
         return session
 
-    async def _attach_egress(self, allow: list[str]) -> None:
+    async def _attach_egress(self, allow: list[str], injections: tuple[Injection, ...] = ()) -> None:
         cfg = self.config
+        trust = await asyncio.to_thread(lambda: host_bundle().read_text(errors="replace")) if injections else ""
         self.egress = await egress.attach_egress(
             self.client, allow, session_id=self.session_id,
             labels=owner_labels(self.session_id, cfg.max_lifetime_s, cfg.idle_expiry_s),
-            on_decision=cfg.on_egress,
+            on_decision=cfg.on_egress, private_ok=cfg.network_private_ok, secrets=injections, trust_pem=trust,
         )
         # The proxy's variables win over the policy's: they are the only way out.
         self.config = replace(cfg, network=self.egress.network)
         self.base_env = {**self.base_env, **self.egress.env}
+        if injections:
+            # The session CA joins what the sandbox trusts, for this session only: a file of its
+            # own (certificates, never a key) outside every sandbox-writable path, removed at close.
+            data = with_session_ca(cfg.ca_bundle, self.egress.ca_pem)
+            self._trust_file = install(data, "session-trust", ".crt", outside=[self.host_workspace])
+            self.config = replace(self.config, ca_bundle=str(self._trust_file))
+            self.base_env = {**ca_env(), **self.base_env}
 
     # --- container life ------------------------------------------------------------------
 
@@ -393,6 +437,8 @@ class DockerSession(ReplaceableSession):
             mounts.append(ca_mount(cfg.ca_bundle))
         if listener is not None:
             mounts.append(listener.mount(SOCKET_DIR))
+        if cfg.restore:
+            mounts.append(Mount(RESTORE_PATH, cfg.restore, type="bind", read_only=True))
         return mounts
 
     def _create_container(self, listener: HelperListener | None) -> Container:
@@ -404,19 +450,26 @@ class DockerSession(ReplaceableSession):
         # hold the attach stream too, where any command could write into it (/proc/1/fd/1).
         host_config = hardened_host_config(
             api, mounts=mounts, network=cfg.network, memory=cfg.memory, cpus=cfg.cpus,
-            pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime)
+            pids_limit=cfg.pids_limit, tmpfs_size=cfg.tmpfs_size, runtime=cfg.runtime,
+            read_only=not cfg.writable_root)
         # -I: nothing from the environment, the working directory or user site-packages; -S: no
-        # site module at all (the helper is standard library only; ≈5 ms of every start).
-        command = ["python3", "-I", "-S", "-u", HELPER_PATH, "--workspace", WORKSPACE, "--idle", str(cfg.idle_expiry_s),
-                   "--contained"]
+        # site module at all (the helper is standard library only; ≈5 ms of every start). The
+        # archive is put on sys.path and its entry point called (-c), not run as a zip
+        # application: runpy and the import machinery it loads cost ≈8 ms of a ≈65 ms start
+        # (measured in the container). -I keeps the working directory off sys.path for -c too.
+        command = ["python3", "-I", "-S", "-u", "-c", HELPER_LAUNCH, "--workspace", WORKSPACE,
+                   "--idle", str(cfg.idle_expiry_s), "--contained"]
         if any(m["Target"] == SUBREAPER_PATH for m in mounts):
             command += ["--subreaper", SUBREAPER_PATH]
         if listener is not None:
             command += ["--socket", f"{SOCKET_DIR}/{SOCKET_NAME}"]
+        if cfg.restore:
+            command += ["--restore", RESTORE_PATH]
+        name = f"sandloop-{self.session_id}-{self._starts}"
         created = api.create_container(
             self.image,
             command=command,
-            name=f"sandloop-{self.session_id}-{self._starts}",
+            name=name,
             user=self.user,
             working_dir=WORKSPACE,
             stdin_open=True,
@@ -428,7 +481,21 @@ class DockerSession(ReplaceableSession):
             network_disabled=cfg.network == "none",
             host_config=host_config,
         )
-        return self.client.containers.get(created["Id"])
+        # The model from what we know, not from an inspect: one engine round trip less a start
+        # (what a later reload fills in is asked for when needed).
+        return self.client.containers.prepare_model({"Id": created["Id"], "Name": f"/{name}"})
+
+    def _create_after_build(self, missing: SandboxUnavailable) -> Container:
+        """sandloop's own image is built on first use (or waited for, while the background build
+        a first `make demo` leaves running makes it); any other missing image is an error."""
+        target = images.target_of(self.image)
+        if target is None:
+            raise SandboxUnavailable(
+                f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
+            ) from missing.__cause__
+        build_own_image(self.client, target, lambda text: log.info("%s", text))
+        with engine_errors("cannot create the sandbox container"):
+            return self._create_container(self._listener)
 
     def _start_container(self) -> HelperClient:
         self._starts += 1
@@ -438,11 +505,9 @@ class DockerSession(ReplaceableSession):
             with engine_errors("cannot create the sandbox container"):
                 container = self._create_container(self._listener)
         except SandboxUnavailable as exc:
-            if isinstance(exc.__cause__, docker.errors.ImageNotFound):
-                raise SandboxUnavailable(
-                    f"image {self.image} is not there: run scripts/bootstrap (or `python -m sandbox.images build`)"
-                ) from None
-            raise
+            if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
+                raise
+            container = self._create_after_build(exc)
         self.container = container
         try:
             with engine_errors("cannot start the sandbox container"):
@@ -567,12 +632,68 @@ class DockerSession(ReplaceableSession):
         if self._closed:
             return
         await super().close()
+        reaping, self._reaping = self._reaping, None
+        if reaping is not None:  # it ran beside the session; its failure is only worth a line
+            for failure in await asyncio.gather(reaping, return_exceptions=True):
+                if isinstance(failure, BaseException):
+                    log.warning("the reap of stale sandboxes failed: %s", _one_line(failure))
         if self.egress is not None:
             await self.egress.close()
+        if self._trust_file is not None:
+            with contextlib.suppress(OSError):
+                self._trust_file.unlink()
         if self._owns_client:
             # Otherwise every session leaves its connection pool's sockets open until garbage
             # collection: a harness that opens hundreds of sessions runs out of descriptors.
             await asyncio.to_thread(self.client.close)
+
+    # --- snapshots ------------------------------------------------------------------------
+
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
+                       commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
+        """/tmp's ``names`` (None: not this time) as a tar in ``into`` (written by the helper's
+        archive mode inside the container, under the seccomp filter), and, given ``commit`` (tag,
+        labels), the root file system committed to that image by the engine."""
+        await self._client()  # a live container: a dead one is replaced first, as for a command
+        container = self.container
+        assert container is not None
+        # The tar first, then the commit, never side by side: an exec started while the commit
+        # pauses the container waits for the pause, and the engine's commit for the exec (seen:
+        # both stuck, the container frozen, until its cgroup was thawed by hand).
+        size, digest = await asyncio.to_thread(self._archive, container, into, tar, names) if names else (0, "")
+        image = None
+        if commit is not None:
+            tag, labels = commit
+            with engine_errors("cannot commit the sandbox's root file system"):
+                repository, _, version = tag.partition(":")
+                await asyncio.to_thread(container.commit, repository=repository, tag=version,
+                                        conf={"Labels": dict(labels)}, pause=True)
+            # by its tag: removing a tag a later snapshot's image builds on leaves the shared
+            # layers to that image, where removing the id would fail
+            image = tag
+        return Snapshotted(tar_bytes=size, tar_sha256=digest, image=image)
+
+    def _archive(self, container: Container, into: HostDir, tar: str, names: Sequence[str]) -> tuple[int, str]:
+        api = self.client.api
+        errors: list[bytes] = []
+        digest = hashlib.sha256()
+
+        def chunks() -> Iterator[bytes]:
+            with engine_errors("cannot snapshot the sandbox's files"):
+                run = api.exec_create(container.id, ["python3", "-I", "-S", HELPER_PATH, ARCHIVE, *names],
+                                      user=self.user, stdout=True, stderr=True)
+                for out, err in api.exec_start(run["Id"], stream=True, demux=True):
+                    if err:
+                        errors.append(err)
+                    if out:
+                        digest.update(out)
+                        yield out
+                code = api.exec_inspect(run["Id"]).get("ExitCode")
+            if code != 0:
+                raise SandboxError(f"the sandbox's files could not be archived (exit {code}): "
+                                   f"{_one_line(b''.join(errors).decode(errors='replace')[-300:])}")
+
+        return into.replace_from(tar, chunks(), mode=TAR_MODE), digest.hexdigest()
 
     # --- facts for doctor and tests --------------------------------------------------------
 

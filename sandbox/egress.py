@@ -41,9 +41,11 @@ from sandloop.errors import SandboxUnavailable
 
 from . import images
 from .bundle import PROXY_MODULES, file_archive, zipapp
+from .injection import Injection
 from .lifecycle import HELPER_DIR, LABEL, stale_reason
 
-__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "proxy_events", "reap_networks"]
+__all__ = ["EgressDecision", "EgressHandle", "EgressProxy", "attach_egress", "decision_of", "proxy_events",
+           "reap_networks", "secrets_line"]
 
 log = logging.getLogger("sandloop.egress")
 
@@ -84,6 +86,28 @@ class EgressDecision:
     rule: str
     reason: str
     client: str = ""
+    #: the name of the secret the proxy added to this request ("" for none): never its value
+    secret: str = ""
+
+
+def secrets_line(secrets: tuple[Injection, ...], trust_pem: str, label: str) -> tuple[bytes, str]:
+    """The proxy's secrets configuration, one JSON line for its stdin (never its command line or
+    environment, which the engine or the API server shows to anyone who inspects it), and the
+    certificate of the session CA that issued each host's certificate; the CA's key is dropped
+    with it, here."""
+    from .session_ca import SessionCA  # cryptography: only for a session with secrets
+
+    hosts = [secret.host for secret in secrets]
+    ca = SessionCA(hosts, label=label)
+    certs = {host: [leaf.cert_pem, leaf.key_pem] for host in dict.fromkeys(hosts) for leaf in [ca.issue(host)]}
+    config = {"secrets": [secret.for_proxy() for secret in secrets], "certs": certs, "trust": trust_pem}
+    return json.dumps(config).encode() + b"\n", ca.cert_pem
+
+
+def decision_of(event: dict[str, Any]) -> EgressDecision:
+    """A proxy's decision event as an EgressDecision."""
+    fields = {k: str(event.get(k, "")) for k in ("method", "target", "rule", "reason", "client", "secret")}
+    return EgressDecision(allowed=bool(event.get("allowed")), **fields)
 
 
 def _log_decision(decision: EgressDecision) -> None:
@@ -109,8 +133,15 @@ class EgressProxy:
         on_decision: Callable[[EgressDecision], None] = _log_decision,
         image: str | None = None,
         private_ok: bool = False,
+        secrets: tuple[Injection, ...] = (),
+        trust_pem: str = "",
     ) -> None:
         self.client = client
+        #: secrets the proxy adds (TLS ended for their hosts only); ``trust_pem``: what it
+        #: verifies those hosts' servers against (the host's trust store)
+        self.secrets = secrets
+        self.trust_pem = trust_pem
+        self.ca_pem = ""  # the session CA's certificate, once started with secrets
         self.allow = list(allow)
         #: let allowed names resolve to private addresses (an internal mirror); off by default,
         #: since on the engine's bridge a private address can be the host itself
@@ -176,6 +207,8 @@ class EgressProxy:
             command += ["--allow", entry]
         if self.private_ok:
             command.append("--private-ok")
+        if self.secrets:
+            command.append("--secrets")
         created = api.create_container(
             self.image,
             command=command,
@@ -199,6 +232,8 @@ class EgressProxy:
         self._sock = sock
         sock.settimeout(None)
         api.start(self.container_id)
+        if self.secrets:
+            sock.sendall(self._secrets_line())
         # The SDK's frame reader polls without a timeout, so a watchdog ends a start that hangs.
         watchdog = threading.Timer(READY_TIMEOUT_S, lambda: _shutdown(sock))
         watchdog.start()
@@ -214,6 +249,10 @@ class EgressProxy:
         self._reader = threading.Thread(target=self._read_decisions, args=(lines,), daemon=True,
                                         name=f"egress-{self.session_id}")
         self._reader.start()
+
+    def _secrets_line(self) -> bytes:
+        line, self.ca_pem = secrets_line(self.secrets, self.trust_pem, self.session_id)
+        return line
 
     def _lines(self, sock: socket.socket) -> Iterator[dict[str, Any]]:
         """JSON events from the proxy's stdout; stderr (tracebacks) goes to the log."""
@@ -232,8 +271,7 @@ class EgressProxy:
             for event in lines:
                 if event.get("event") != "decision":
                     continue
-                fields = {k: event.get(k, "") for k in ("method", "target", "rule", "reason", "client")}
-                decision = EgressDecision(allowed=bool(event.get("allowed")), **{k: str(v) for k, v in fields.items()})
+                decision = decision_of(event)
                 try:
                     self.on_decision(decision)
                 except Exception:  # a faulty callback must not stop the log of later decisions
@@ -291,6 +329,11 @@ class EgressHandle:
     env: dict[str, str]
     proxy: EgressProxy = field(repr=False)
 
+    @property
+    def ca_pem(self) -> str:
+        """The session CA's certificate for the sandbox to trust ("" without secrets)."""
+        return self.proxy.ca_pem
+
     async def close(self) -> None:
         await asyncio.to_thread(self.proxy.stop)
 
@@ -303,15 +346,20 @@ async def attach_egress(
     labels: dict[str, str],
     on_decision: Callable[[EgressDecision], None] | None = None,
     private_ok: bool = False,
+    secrets: tuple[Injection, ...] = (),
+    trust_pem: str = "",
 ) -> EgressHandle:
     """Create the session's internal network and proxy; raises SandboxUnavailable if it cannot.
 
     ``labels`` are the session's owner labels (as on its containers), so the reapers know when the
     owner is gone. ``on_decision`` is called, from a background thread, for every request
-    (default: Python logging).
+    (default: Python logging). ``secrets``: what the proxy adds to requests to their hosts,
+    their upstreams verified against ``trust_pem``; the handle's ``ca_pem`` is then the session
+    CA the sandbox must trust.
     """
     proxy = EgressProxy(client, allow, session_id=session_id, labels=labels,
-                        on_decision=on_decision or _log_decision, private_ok=private_ok)
+                        on_decision=on_decision or _log_decision, private_ok=private_ok,
+                        secrets=secrets, trust_pem=trust_pem)
     await asyncio.to_thread(proxy.start)
     return EgressHandle(network=proxy.network, env=proxy.env, proxy=proxy)
 

@@ -18,6 +18,10 @@ domain), ``*`` any *name*, and any entry may name a port (``host:443``). An IP l
 reached only when listed exactly, so ``*`` never opens raw addresses; and no name is followed to
 a loopback, link-local, multicast or unspecified address, whatever the list says (the metadata
 service lives at 169.254.169.254; loopback here is the proxy itself).
+
+With ``--secrets`` the first line on stdin configures :mod:`sandbox.egress_inject`: a ``CONNECT``
+to a listed secret's exact host and port is answered by it (TLS ended, the secret added);
+every other ``CONNECT`` stays the blind tunnel above.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ import contextlib
 import ipaddress
 import json
 import os
-import selectors
 import socket
 import socketserver
 import sys
 import threading
 from urllib.parse import urlsplit
 
+from sandbox.egress_inject import Injector, Secret, relay
 from sandloop.matching import HostEntry, host_entry, ip_literal, match_host, normalise_host
 
 RULE = "shell.network"
@@ -136,37 +140,6 @@ def _split_host_port(authority: str, default: int) -> tuple[str, int]:
     return normalize_host(parts.hostname or ""), port
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
-    """Copy bytes both ways until both sides finish (half-closes pass through) or go idle."""
-    sel = selectors.DefaultSelector()
-    sel.register(a, selectors.EVENT_READ, b)
-    sel.register(b, selectors.EVENT_READ, a)
-    open_ends = 2
-    try:
-        while open_ends:
-            events = sel.select(IDLE_TIMEOUT_S)
-            if not events:
-                return
-            for key, _ in events:
-                src: socket.socket = key.fileobj  # type: ignore[assignment]
-                dst: socket.socket = key.data
-                try:
-                    data = src.recv(65536)
-                except OSError:
-                    return
-                if data:
-                    dst.sendall(data)
-                    continue
-                sel.unregister(src)
-                open_ends -= 1
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        return
-    finally:
-        sel.close()
-
-
 class Handler(socketserver.BaseRequestHandler):
     server: Server
 
@@ -197,7 +170,12 @@ class Handler(socketserver.BaseRequestHandler):
             entry = check(self.server.allow, host, port)
             # An IP literal passed only by being listed exactly: the operator named it.
             listed_address = ip_literal(host) is not None
-            upstream = connect(host, port, private_ok=self.server.private_ok or listed_address)
+            secret = self.server.injector.secret_for(host, port) if tunnel and self.server.injector else None
+            private_ok = self.server.private_ok or listed_address or (secret is not None and secret.private)
+            upstream = connect(host, port, private_ok=private_ok)
+            if secret is not None:
+                self._secret_tunnel(client, upstream, secret, entry)
+                return
         except Refused as refused:
             self._decide(False, method, where, refused.rule, refused.reason)
             self._refuse(client, refused)
@@ -211,7 +189,34 @@ class Handler(socketserver.BaseRequestHandler):
             if tunnel:
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             upstream.sendall(first + rest)
-            _pipe(client, upstream)
+            relay(client, upstream, IDLE_TIMEOUT_S)
+
+    def _secret_tunnel(self, client: socket.socket, upstream: socket.socket, secret: Secret, entry: HostEntry) -> None:
+        """A CONNECT to a secret's host: the upstream verified before the 200, then the injector."""
+        injector = self.server.injector
+        assert injector is not None
+        where = f"{secret.host}:{secret.port}"
+        try:
+            upstream.settimeout(CONNECT_TIMEOUT_S)
+            tls = injector.open_upstream(upstream, secret)
+            tls.settimeout(None)
+        except OSError as exc:  # ssl.SSLError is one: an unverifiable server never gets the secret
+            upstream.close()
+            raise Refused(502, f"{where} failed TLS verification against the host's trust store "
+                          f"({getattr(exc, 'verify_message', None) or exc}); its secret was not sent",
+                          "egress.upstream") from None
+        self._decide(True, "CONNECT", where, RULE, f"allowed by entry {str(entry)!r}; TLS ended by the "
+                     f"proxy to add secret {secret.name!r}")
+        client.settimeout(None)
+
+        def injected(method: str) -> None:
+            emit({"event": "decision", "allowed": True, "method": method, "target": where,
+                  "rule": f"secrets.{secret.name}", "reason": f"secret {secret.name!r} added ({secret.header})",
+                  "client": self.client_address[0], "secret": secret.name})
+
+        with tls, contextlib.suppress(OSError):
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            injector.serve(client, tls, secret, injected, IDLE_TIMEOUT_S)
 
     @staticmethod
     def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
@@ -258,8 +263,10 @@ class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, port: int, allow: list[HostEntry], bind: str = "0.0.0.0",
-                 clients: list[str] | None = None, private_ok: bool = False) -> None:
+                 clients: list[str] | None = None, private_ok: bool = False,
+                 injector: Injector | None = None) -> None:
         self.allow = allow
+        self.injector = injector
         self.private_ok = private_ok
         # The proxy also sits on the default bridge, where any container could find it: only
         # the session's own network may use it.
@@ -289,9 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow", action="append", default=[])
     parser.add_argument("--client", action="append", help="subnet allowed to use the proxy")
     parser.add_argument("--private-ok", action="store_true", help="let allowed names reach private addresses")
+    parser.add_argument("--secrets", action="store_true", help="read the secrets' configuration from stdin first")
     args = parser.parse_args(argv)
+    # One JSON line, before anything else is read from stdin (which then only signals EOF).
+    injector = Injector(json.loads(sys.stdin.buffer.readline())) if args.secrets else None
     server = Server(args.port, [host_entry(entry) for entry in args.allow], clients=args.client,
-                    private_ok=args.private_ok)
+                    private_ok=args.private_ok, injector=injector)
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
     emit({"event": "ready", "port": args.port})
     server.serve_forever()

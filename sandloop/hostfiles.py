@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from sandloop.errors import HostPathRefused
@@ -124,12 +125,19 @@ class HostDir:
         except OSError as exc:
             raise _refused(self.path, name, exc) from None
 
+    def open_regular(self, name: str, flags: int) -> int:
+        """A descriptor on the regular file ``name`` (created 0600 with ``os.O_CREAT``), for a
+        caller that keeps it open (a lock, a log a child process writes to)."""
+        fd = self._open(name, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise HostPathRefused(f"{self.path / name} is not a regular file")
+        return fd
+
     def append(self, name: str, data: bytes) -> None:
         """Append ``data`` to the file (created 0600 if missing) in one write."""
-        fd = self._open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = self.open_regular(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise HostPathRefused(f"{self.path / name} is not a regular file")
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -139,15 +147,31 @@ class HostDir:
     def replace(self, name: str, data: bytes) -> None:
         """Write the file whole: a fresh temporary name, then an atomic rename over ``name``
         (a link planted at ``name`` is replaced, never followed)."""
+        self.replace_from(name, [data])
+
+    def replace_from(self, name: str, chunks: Iterable[bytes], *, mode: int = 0o600) -> int:
+        """:meth:`replace` with the content as it arrives (a stream too large to hold);
+        returns its size. A failure mid-stream leaves ``name`` as it was."""
         tmp = f".{_name(name)}.{os.urandom(4).hex()}.tmp"  # os, not secrets: cheaper to import
-        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        size = 0
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                size += len(view)
+                while view:
+                    view = view[os.write(fd, view):]
+        except BaseException:
             os.close(fd)
-        os.rename(tmp, _name(name), src_dir_fd=self._fd, dst_dir_fd=self._fd)
+            os.unlink(tmp, dir_fd=self._fd)
+            raise
+        os.close(fd)
+        try:
+            os.rename(tmp, _name(name), src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        except OSError:
+            os.unlink(tmp, dir_fd=self._fd)
+            raise
+        return size
 
     def create_once(self, name: str, data: bytes) -> None:
         """Write a content-addressed file unless it is already there."""
@@ -160,6 +184,10 @@ class HostDir:
         except FileNotFoundError:
             return False
         return True
+
+    def names(self) -> list[str]:
+        """The names in this directory."""
+        return os.listdir(self._fd)
 
     def read(self, name: str) -> bytes:
         # O_NONBLOCK: a FIFO planted at the name must not hang the reader (it is refused below).

@@ -140,6 +140,24 @@ MUTANTS: tuple[Mutant, ...] = (
            (edit("sandloop/matching.py", "return not exact_only and host.endswith(self.host[1:])",
                  "return not exact_only and host.endswith(self.host[2:])"),),
            ("tests/egress", "tests/policies", "tests/browser/test_domain_rules.py")),
+    # --- secrets at the boundary ----------------------------------------------------------------
+    Mutant("secret-skips-upstream-verification", "a secret is sent only to a server the host's trust "
+           "store verifies",
+           (edit("sandbox/egress_inject.py", "ssl.create_default_context(cadata=",
+                 "ssl._create_unverified_context(cadata="),),
+           ("tests/egress/test_inject.py", "tests/egress/test_secrets_docker.py")),
+    Mutant("secret-any-host-header", "inside a secret's tunnel, a request naming another Host is refused",
+           (edit("sandbox/egress_inject.py", "if len(hosts) != 1 or hosts[0] not in names:", "if len(hosts) != 1:"),),
+           ("tests/egress/test_inject.py",)),
+    Mutant("secret-echo-unmasked", "an echoed secret reaches the sandbox masked",
+           (edit("sandbox/egress_inject.py", "data = data.replace(form, b\"*\" * len(form))", "pass"),),
+           ("tests/egress/test_inject.py", "tests/egress/test_secrets_docker.py")),
+    Mutant("secret-value-in-proxy-environment", "the proxy gets the values on stdin, never in its "
+           "environment or command line (which the engine shows)",
+           (edit("sandbox/egress.py", "environment={\"PYTHONDONTWRITEBYTECODE\": \"1\"},",
+                 "environment={\"PYTHONDONTWRITEBYTECODE\": \"1\", "
+                 "\"SECRETS\": json.dumps([s.for_proxy() for s in self.secrets])},"),),
+           ("tests/egress/test_secrets_docker.py",)),
     # --- the helper's file operations --------------------------------------------------------
     Mutant("helper-walker-follows-symlinks", "no symlink on a path leads a file operation outside "
            "/workspace (O_NOFOLLOW on every directory)",

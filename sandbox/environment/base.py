@@ -1,6 +1,7 @@
 """The image an environment starts from: the one named (pulled when the engine lacks it), one
 built from a Dockerfile — its ``RUN`` steps without network, since what needs the network
-belongs in setup, behind the allow-list — or sandloop's shell image."""
+belongs in setup, behind the allow-list — or one of sandloop's images (the shell image by default),
+built here on first use."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import docker.errors
 from sandloop.errors import ConfigError, SandboxUnavailable
 
 from .. import images
-from ..docker import engine_errors
+from ..docker import build_own_image, engine_errors
 from . import store
 from .build import EnvironmentSetupFailed, Reporter
 from .probe import ImageFacts, image_facts
@@ -56,15 +57,24 @@ def _pull(client: docker.DockerClient, ref: str, run: Reporter) -> None:
         raise ConfigError(f"image {ref} is not there and cannot be pulled: {exc.explanation or exc}") from None
 
 
-def base_image(client: docker.DockerClient, spec: EnvironmentSpec, run: Reporter) -> ImageFacts:
-    """The image the environment starts from (built or pulled when it must be)."""
+def base_image(client: docker.DockerClient, spec: EnvironmentSpec, run: Reporter, *,
+               build_own: bool = True) -> ImageFacts:
+    """The image the environment starts from (built or pulled when it must be; sandloop's own
+    images only with ``build_own``: describing a run waits for no image build)."""
     if spec.dockerfile is not None:
         return image_facts(client, _build_dockerfile(client, spec, run))
     ref = spec.image or images.image_name("shell")
+    if build_own and (target := images.target_of(ref)) is not None:
+        # sandloop's own images are built on first use, or waited for while the background
+        # build `make demo` leaves running makes them (the demo builds only its own first).
+        return image_facts(client, build_own_image(client, target, lambda text: run.say("image", text)))
     try:
         return image_facts(client, ref)
     except ConfigError:
-        if spec.image is None:
-            raise SandboxUnavailable(f"image {ref} is not there: run scripts/bootstrap") from None
+        if spec.image is None or images.target_of(ref) is not None:
+            building = images.background_pid() is not None
+            raise SandboxUnavailable(f"image {ref} is not there: " + (
+                f"it is being built in the background (log {images.state_folder() / images.BACKGROUND_LOG})"
+                if building else "run scripts/bootstrap")) from None
     _pull(client, ref, run)
     return image_facts(client, ref)

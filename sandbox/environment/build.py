@@ -28,9 +28,12 @@ import docker
 
 from sandloop.errors import ConfigError
 from sandloop.hostfiles import HostDir
+from sandloop.matching import host_entry, match_host
 
 from .. import egress, images
-from ..ca import ca_env, host_bundle
+from ..bundle import install
+from ..ca import ca_env, host_bundle, with_session_ca
+from ..injection import Injection, resolve_all
 from ..lifecycle import owner_labels
 from . import registries, store
 from .probe import ImageFacts, Probe
@@ -120,6 +123,11 @@ def _failure(failed: StepFailed, command: str, run: Reporter) -> EnvironmentSetu
     return EnvironmentSetupFailed(text)
 
 
+def _trust_pem(injections: tuple[Injection, ...]) -> str:
+    """What the proxy verifies secret hosts against: this host's trust store (only read when needed)."""
+    return host_bundle().read_text(errors="replace") if injections else ""
+
+
 def _base_env(spec: EnvironmentSpec, path: str) -> dict[str, str]:
     return {**spec.env, "PATH": path, "HOME": HOME, "TMPDIR": "/tmp", "LANG": spec.env.get("LANG", "C.UTF-8")}
 
@@ -131,6 +139,10 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
     """Run ``steps`` (title, command, user) in a setup container and commit it as ``key``."""
     ca = host_bundle() if spec.trust_host_ca else None
     handle = None
+    # Setup's secrets are those whose hosts it may reach; each read now (one line if missing).
+    entries = [host_entry(host) for host in allow.hosts]
+    injections = resolve_all(s for s in spec.secrets if match_host(entries, s.host, s.port) is not None)
+    trust_file: Path | None = None
     if allow.hosts:
         if spec.runtime == "runsc":
             raise ConfigError("setup needs a network, and runtime runsc runs with --network=none here: use runc")
@@ -141,7 +153,15 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
         handle = await egress.attach_egress(
             client, list(allow.hosts), session_id=session,
             labels=owner_labels(session, spec.setup_timeout_s + 600, spec.setup_timeout_s + 600),
-            on_decision=run.decision, private_ok=True)
+            on_decision=run.decision, private_ok=True, secrets=injections,
+            trust_pem=_trust_pem(injections))
+        if injections:
+            run.say("note", "the proxy adds secrets on requests to: "
+                    + ", ".join(f"{i.host}:{i.port} ({i.name})" for i in injections))
+            # The session CA joins what setup trusts: a bind mount, never committed to the image.
+            trust_file = install(with_session_ca(ca, handle.ca_pem), "session-trust", ".crt",
+                                 outside=[workspace] if workspace else [])
+            ca = trust_file
     labels = {KEY_LABEL: key, KIND_LABEL: kind, BASE_LABEL: f"{base.ref}@{base.id}",
               VERSION_LABEL: images.package_version()}
     container = SetupContainer(client, base, found, spec, workspace=workspace, prefix_owner=prefix_owner,
@@ -178,6 +198,8 @@ async def set_up(client: docker.DockerClient, spec: EnvironmentSpec, base: Image
         await asyncio.to_thread(container.close)
         if handle is not None:
             await handle.close()
+        if trust_file is not None:
+            trust_file.unlink(missing_ok=True)
         if failed is not None:
             raise _failure(*failed, run) from None
     # The progress view labels every stage "environment …": the text does not say it again.

@@ -227,7 +227,7 @@ def plan(spec: EnvironmentSpec, workspace: Path, client: docker.DockerClient) ->
                             "setup_registries": list(spec.setup_registries),
                             "cache_key": list(spec.cache_key), "cache_paths": list(spec.cache_paths),
                             "trust_host_ca": spec.trust_host_ca}
-    base = base_image(client, spec, Reporter(quiet, None))
+    base = base_image(client, spec, Reporter(quiet, None), build_own=False)
     info["base"] = {"image": base.ref, "id": base.id}
     if not spec.has_setup:
         info.update(image=base.ref, key=None, cached=True)

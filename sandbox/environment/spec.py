@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..injection import SecretSpec
+
 __all__ = ["BASE_LABEL", "KEY_LABEL", "KIND_LABEL", "PREFIX", "REPOSITORY", "VERSION_LABEL",
            "EnvironmentSpec"]
 
@@ -50,6 +52,9 @@ class EnvironmentSpec:
     runtime: str | None = None
     read_only_paths: tuple[str, ...] = (".git",)
     env: Mapping[str, str] = field(default_factory=dict)
+    #: the policy's [secrets]: setup's proxy adds those whose hosts setup may reach (a private
+    #: index's token); never part of the cache key, never in the image
+    secrets: tuple[SecretSpec, ...] = ()
 
     @property
     def has_setup(self) -> bool:

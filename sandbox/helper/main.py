@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import select
 import selectors
 import signal
 import socket
@@ -56,7 +57,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from sandbox.helper import confine, procs, wire
+from sandbox.helper import archive, confine, procs, wire
 from sandbox.helper.desktop import DISPLAY, Desktop
 from sandbox.helper.files import Workspace
 from sandbox.helper.shells import INLINE_COMMAND_MAX, Shell, Shells
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
     StepSink = Callable[[StepReply], None]
 
-__all__ = ["Helper", "main"]
+__all__ = ["ARCHIVE", "Helper", "main"]
 
 # After the shell exits, pipes still held by background children are drained until they close,
 # until QUIET_S passes with no new bytes, or until DRAIN_MAX_S — whichever comes first.
@@ -78,10 +79,15 @@ KILL_GRACE_S = 0.5
 #: How often the tree of a timed-out command is looked at while it is being ended.
 POLL_S = 0.01
 MAX_READ_BYTES = 64 << 20
+#: The ops a leading thread serves without handing its stream over (see :meth:`Helper._dispatch`).
+_ANSWERED_AT_ONCE = frozenset({"cancel", "stat", "hello"})
+
 #: How long a thread that served a request waits to lead again before it ends (while another is
 #: ready): a session's requests reuse threads instead of starting one each.
 WORKER_IDLE_S = 30.0
 
+#: The helper's first argument for its archive mode (the snapshot's tar of /tmp, on stdout).
+ARCHIVE = "--archive"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -143,10 +149,40 @@ class _Stream:
         self.runs: dict[int, threading.Event] = {}  # request id -> set when cancelled
         # Serving it (see Helper.serve):
         self.in_fd = -1
-        self.read_lock = threading.Lock()  # held by the thread that waits for the next request
+        self.read_lock = threading.Lock()  # held by the thread that leads: reads the next request
         self.lock = threading.Lock()  # for ready
-        self.ready = 0  # threads leading or waiting to: never 0 while the stream is served
+        self.ready = 0  # threads waiting to lead
         self.ended = threading.Event()
+
+
+class _Lead:
+    """A thread's lead of a stream (its read lock held): the thread reads the stream's next
+    request itself once it has served this one, unless it hands the stream over first (see
+    :meth:`Helper.serve`)."""
+
+    def __init__(self, helper: Helper, stream: _Stream) -> None:
+        self.stream = stream
+        self.held = True
+        self._helper = helper
+
+    def pending(self) -> bool:
+        """Is more of the stream (a request, or its end) already there to be read?"""
+        poller = select.poll()
+        poller.register(self.stream.in_fd, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def hand_over(self) -> None:
+        """Let another thread lead (one is started if none waits, which is rare: see
+        Helper._follow_stream); idempotent."""
+        if not self.held:
+            return
+        self.held = False
+        with self.stream.lock:
+            waiting = self.stream.ready
+        self.stream.read_lock.release()
+        if not waiting and not self._helper._add_follower(self.stream):
+            self._helper.shells.reclaim()  # free the pids a background fork bomb holds, then try again
+            self._helper._add_follower(self.stream)  # else this thread leads again once it is done
 
 
 def _error_body(exc: Exception) -> wire.ErrorBody:
@@ -218,21 +254,29 @@ class Helper:
         finally:
             self._end()
 
-    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink) -> Reply:
+    def _answer(self, message: object, stream: _Stream, received: float, on_step: StepSink,
+                lead: _Lead | None = None) -> Reply:
         rid = message.get("id") if isinstance(message, dict) else None
         rid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         try:
             request = wire.parse_request(message)
-            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step))
+            return wire.ok_reply(request["id"], self._dispatch(request, stream, received, on_step, lead))
         except Exception as exc:
             error = _error_body(exc)
             return wire.error_reply(rid, error["kind"], error["message"])
 
-    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink) -> Result:
+    def _dispatch(self, request: wire.Request, stream: _Stream, received: float, on_step: StepSink,
+                  lead: _Lead | None) -> Result:
+        """``lead``: this thread's lead of ``stream``, when it holds it (see :meth:`serve`)."""
         if request["op"] == "run":
-            return self.run(request, received)
+            return self.run(request, received, lead)
         if request["op"] == "runs":
-            return self.runs(request, stream, received, on_step)
+            return self.runs(request, stream, received, on_step, lead)
+        # Any op but these few answers-at-once may take a while (a read, a commit, a desktop batch):
+        # the stream goes to another thread first, so a request sent meanwhile (a cancel, a command
+        # that kills a hung X server) is not queued behind it.
+        if lead is not None and request["op"] not in _ANSWERED_AT_ONCE:
+            lead.hand_over()
         if request["op"] == "cancel":
             cancelled = stream.runs.get(request["target"])
             if cancelled is not None:
@@ -294,11 +338,16 @@ class Helper:
     def serve(self, in_fd: int, out_fd: int) -> None:
         """Answer the requests read from ``in_fd`` on ``out_fd`` until ``in_fd`` ends.
 
-        Leaders and followers: of the stream's threads, the one holding its read lock waits for
-        the next request, then lets the next thread lead and serves the request itself — no
-        hand-over to another thread on the way of a request (under load each such wakeup waits
-        for a CPU). It makes sure another thread is ready to lead first, so a slow command never
-        holds up the stream; threads idle for WORKER_IDLE_S end while another is ready."""
+        Leaders and followers: of the stream's threads, the one holding its read lock (leading)
+        reads the next request and serves it itself — no hand-over to another thread on the way
+        of a request — and keeps leading: one command after another, no other thread wakes
+        (under load each wakeup waits for a CPU, and each thread that wakes wants the
+        interpreter lock the spawn holds). It hands the stream to a follower (one is started if
+        none waits) as soon as anything more arrives: at once when the next request is already
+        there, while its command runs when one comes then (the command's loop watches the
+        stream too), and before an op that may take long (a read or a commit); so no request
+        ever waits for another's command. Threads idle for WORKER_IDLE_S end while another
+        waits."""
         stream = _Stream(out_fd)
         stream.in_fd = in_fd
         self._add_follower(stream)
@@ -325,34 +374,45 @@ class Helper:
                 if leave:
                     return
                 continue
-            try:
-                if stream.ended.is_set():
-                    return
-                try:
-                    message = wire.read_frame(lambda n: os.read(stream.in_fd, n))
-                except OpError as exc:
-                    self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
-                    message = None  # the stream is out of step: nothing after this can be trusted
-                if message is None:
-                    stream.ended.set()
-                    return
-                received = time.monotonic()
-                self._begin()
-                with stream.lock:
-                    stream.ready -= 1
-                    alone = stream.ready == 0
-            finally:
-                stream.read_lock.release()
+            with stream.lock:
+                stream.ready -= 1
+                alone = stream.ready == 0
+            # One follower waits from the start, so a hand-over never needs a new thread (and a
+            # pid, which a command may have taken all of by then); it sleeps until one comes.
             if alone and not self._add_follower(stream):
                 self.shells.reclaim()  # free the pids a background fork bomb holds, then try again
-                self._add_follower(stream)  # else this thread leads again once it is done
-            self._serve_one(message, stream, received)
-            with stream.lock:
-                stream.ready += 1
+                self._add_follower(stream)
+            lead = _Lead(self, stream)
+            try:
+                self._lead(stream, lead)
+            finally:
+                if lead.held:  # the stream ended (or a bug): the lock goes back, nobody new starts
+                    lead.held = False
+                    stream.read_lock.release()
+                with stream.lock:
+                    stream.ready += 1
 
-    def _serve_one(self, message: object, stream: _Stream, received: float) -> None:
+    def _lead(self, stream: _Stream, lead: _Lead) -> None:
+        """Read and serve ``stream``'s requests while this thread leads it."""
+        while lead.held and not stream.ended.is_set():
+            try:
+                message = wire.read_frame(lambda n: os.read(stream.in_fd, n))
+            except OpError as exc:
+                self._send(stream, wire.error_reply(None, exc.kind, str(exc)))
+                message = None  # the stream is out of step: nothing after this can be trusted
+            if message is None:
+                stream.ended.set()
+                return
+            received = time.monotonic()
+            self._begin()
+            if lead.pending():  # the next request is there already: it is read beside this one
+                lead.hand_over()
+            self._serve_one(message, stream, received, lead)
+
+    def _serve_one(self, message: object, stream: _Stream, received: float, lead: _Lead) -> None:
         try:
-            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step)))
+            self._send(stream, self._answer(message, stream, received, lambda step: self._send(stream, step),
+                                            lead))
         finally:
             self._end()
 
@@ -382,7 +442,8 @@ class Helper:
 
     # --- run -----------------------------------------------------------------------------
 
-    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink) -> wire.RunsResult:
+    def runs(self, req: wire.RunsRequest, stream: _Stream, received: float, on_step: StepSink,
+             lead: _Lead | None = None) -> wire.RunsResult:
         """The commands one after another, each answered by a step as soon as it is done; none
         after one that timed out, nor after a ``cancel``."""
         rid, cancelled = req["id"], threading.Event()
@@ -397,7 +458,7 @@ class Helper:
                 ran += 1
                 try:
                     wire.parse_request(one)  # its command, as a run's: no NUL byte
-                    result = self.run(one, received)
+                    result = self.run(one, received, lead)
                 except Exception as exc:  # this command could not start: the next may
                     on_step(wire.step_reply(rid, index, None, _error_body(exc)))
                     received = time.monotonic()
@@ -410,27 +471,30 @@ class Helper:
             stream.runs.pop(rid, None)
         return {"ran": ran}
 
-    def run(self, req: wire.RunRequest, received: float | None = None) -> wire.RunResult:
+    def run(self, req: wire.RunRequest, received: float | None = None, lead: _Lead | None = None) -> wire.RunResult:
         if received is None:
             received = time.monotonic()
         out, err = Capped(req["max_output_bytes"]), Capped(req["max_output_bytes"])
         oom_before = procs.oom_kills()
         if self.contained and procs.pids_exhausted():
             # Something left in the background (a fork bomb, typically) holds nearly every pid:
-            # free them before this command, or it could not even start its own pipeline.
+            # free them before this command, or it could not even start its own pipeline. That
+            # may take a while: the stream goes on meanwhile.
+            if lead is not None:
+                lead.hand_over()
             self.shells.reclaim()
         started = time.monotonic()
         shell = self.shells.start(req["command"], {**self.env, **req["env"]})
         spawned = time.monotonic()
         timed_out, exited = False, 0.0
         try:
-            timed_out, exited = self._follow(shell, started + float(req["timeout_s"]), out, err)
+            timed_out, exited = self._follow(shell, started + float(req["timeout_s"]), out, err, lead)
         finally:
             self.shells.finished(shell, timed_out=timed_out)
         code = shell.proc.returncode
         sig = -code if code is not None and code < 0 else None
-        oom_after = procs.oom_kills()
-        oom = sig == signal.SIGKILL and oom_before is not None and (oom_after or 0) > oom_before
+        # Read again only for a SIGKILL, the one way an OOM kill ends a command.
+        oom = sig == signal.SIGKILL and oom_before is not None and (procs.oom_kills() or 0) > oom_before
         return {
             "exit_code": None if timed_out else (128 + sig if sig else code),
             "signal": sig,
@@ -443,16 +507,20 @@ class Helper:
                        "answered": time.monotonic()},
         }
 
-    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped) -> tuple[bool, float]:
+    def _follow(self, shell: Shell, deadline: float, out: Capped, err: Capped,
+                lead: _Lead | None = None) -> tuple[bool, float]:
         """Collect the output until the shell exits (ending it at the deadline), then drain the
-        pipes background children may hold. Whether the command timed out, and when its shell's
-        exit was seen (0.0: never)."""
+        pipes background children may hold; while this thread leads a stream, hand it over as
+        soon as anything arrives on it. Whether the command timed out, and when its shell's exit
+        was seen (0.0: never)."""
         proc, exit_r = shell.proc, shell.exit_pipe.r
         assert proc.stdout is not None and proc.stderr is not None
         streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         sel = selectors.DefaultSelector()
         for fd in (*streams, exit_r):
             sel.register(fd, selectors.EVENT_READ)
+        if lead is not None and lead.held:
+            sel.register(lead.stream.in_fd, selectors.EVENT_READ, lead)
         open_pipes = set(streams)
         ending = _Ending()
         wake = deadline
@@ -472,6 +540,10 @@ class Helper:
                         break
                     waits = [exited_at + DRAIN_MAX_S - now, max(last_data, exited_at) + QUIET_S - now]
                 for key, _ in sel.select(max(0.0, min(waits))):
+                    if key.data is lead and lead is not None:  # a request (or the stream's end)
+                        sel.unregister(key.fd)
+                        lead.hand_over()
+                        continue
                     if key.fd == exit_r:
                         sel.unregister(exit_r)
                         exited_at = time.monotonic()
@@ -567,6 +639,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [confine.EXEC]:  # not a helper: the seccomp filter, then a program (see confine)
         return confine.exec_confined(argv[1:])
+    if argv[:1] == [ARCHIVE]:  # not a helper: the seccomp filter, then /tmp's entries as a tar on stdout
+        refused = confine.confine(required=True)
+        if refused is not None:
+            print(refused, file=sys.stderr)
+            return 1
+        archive.archive(argv[1:], sys.stdout.buffer)
+        return 0
     parser = argparse.ArgumentParser(prog="sandloop-helper")
     parser.add_argument("--workspace", default="/workspace")
     parser.add_argument("--idle", type=float, default=900.0, help="exit after this long without a request")
@@ -575,6 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--subreaper", help="the program that makes each command's shell a subreaper")
     parser.add_argument("--socket", help="a unix socket of the host's to serve requests on as well")
     parser.add_argument("--no-seccomp", action="store_true", help="run without sandloop's seccomp filter")
+    parser.add_argument("--restore", help="a snapshot's tar of /tmp to unpack before serving")
     args = parser.parse_args(argv)
     # Before any command can run: sandloop's seccomp filter, inherited by all of them (confine.py).
     refusal = confine.confine(required=not args.no_seccomp)
@@ -596,6 +676,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     if refusal is not None:  # no filter, no command: every request is answered with the reason
         return confine.refuse(in_fd, out_fd, refusal)
+    if args.restore:  # under the filter, before the first request: a resumed session's files
+        archive.restore(args.restore)
     os.makedirs(args.home, exist_ok=True)
     # Before anything is read: the host's first request (its hello) learns whether this worked.
     sock = _connect(args.socket) if args.socket else None

@@ -207,13 +207,51 @@ def kill_group(pgid: int) -> None:
 # --- the cgroup ------------------------------------------------------------------------------
 
 
-def _read_int(*paths: str) -> int | None:
+#: cgroup files kept open, by path (None: not there). They are read around every command; a
+#: pread on a kept descriptor is one system call where open, read and close through Python's
+#: file object are three and more. The helper is non-dumpable: no command reaches them.
+_kept: dict[str, int | None] = {}
+
+
+def _read_text(*paths: str) -> str | None:
+    """The contents of the first of ``paths`` there is (cgroup v2's name, then v1's)."""
     for path in paths:
-        try:
-            with open(path) as fh:
-                return int(fh.read().strip())
-        except (OSError, ValueError):
+        fd = _kept.get(path, -1)
+        if fd == -1:
+            try:
+                fd = os.open(path, os.O_RDONLY)  # not inherited by commands
+            except OSError:
+                fd = None
+            kept = _kept.setdefault(path, fd)
+            if kept != fd and fd is not None:  # another thread opened it meanwhile
+                os.close(fd)
+            fd = kept
+        if fd is None:
             continue
+        try:
+            return os.pread(fd, 4096, 0).decode()
+        except OSError:
+            continue
+    return None
+
+
+def _read_int(*paths: str) -> int | None:
+    text = _read_text(*paths)
+    try:
+        return None if text is None else int(text.strip())
+    except ValueError:
+        return None
+
+
+def _field(text: str | None, name: str) -> int | None:
+    """The value of the ``name value`` line of a cgroup counter file."""
+    for line in (text or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            try:
+                return int(value)
+            except ValueError:
+                return None
     return None
 
 
@@ -225,16 +263,7 @@ def _pids_max() -> int | None:
 
 def _pids_limit_hits() -> int | None:
     """How often a fork failed at the pids limit (the ``max`` line of pids.events)."""
-    for path in ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"):
-        try:
-            with open(path) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
+    return _field(_read_text("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"), "max")
 
 
 _last_hits: list[int | None] = [None]
@@ -260,13 +289,4 @@ def pids_exhausted() -> bool:
 
 def oom_kills() -> int | None:
     """The cgroup's OOM-kill counter (v2 memory.events or v1 memory.oom_control)."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
-        try:
-            with open(path) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
+    return _field(_read_text("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"), "oom_kill")

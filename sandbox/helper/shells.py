@@ -131,9 +131,11 @@ class Shells:
         self.contained = contained
         self.inline_command_max = inline_command_max
         self._subreaper = subreaper
-        # Before the reaper runs: this first command is waited for here.
+        # Not probed by running it (a shell started at every helper's start): a program that
+        # cannot be exec'd here (another architecture, a noexec mount) fails its first command's
+        # exec, and the shells fall back then (see _spawn_reclaiming).
         self.subreaper: SubreaperHow = (
-            "exec" if subreaper and self._runs(subreaper) else "preexec" if procs.has_prctl() else "none"
+            "exec" if subreaper and os.access(subreaper, os.X_OK) else "preexec" if procs.has_prctl() else "none"
         )
         # One lock for the books (held briefly: never across a fork).
         self._lock = threading.Condition()
@@ -164,15 +166,6 @@ class Shells:
                 self._groups.add(shell.pid)
         return shell
 
-    def _runs(self, subreaper: str) -> bool:
-        """Does the subreaper program run here (the architecture, the mount) and exec the shell?"""
-        try:
-            probe = subprocess.run([subreaper, self.shell, "-c", "exit 3"], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return False
-        return probe.returncode == 3
-
     def _argv(self, command: str) -> tuple[list[str], int | None]:
         """The argv to start, and the memfd holding the command when it is too long for one."""
         first = [self._subreaper] if self.subreaper == "exec" and self._subreaper else []
@@ -187,7 +180,7 @@ class Shells:
     def _spawn_reclaiming(self, argv: list[str], env: Mapping[str, str], *, pass_fds: Sequence[int]) -> Shell:
         try:
             try:
-                return self._spawn(argv, env, pass_fds=pass_fds)
+                return self._spawn_or_fall_back(argv, env, pass_fds=pass_fds)
             except (BlockingIOError, RuntimeError):
                 # The pids limit is exhausted, typically by a fork bomb an earlier command left in
                 # the background: reclaim those processes so the session keeps working.
@@ -198,6 +191,17 @@ class Shells:
                     raise OpError("resources", f"cannot start {self.shell}: {exc}") from exc
         except OSError as exc:
             raise OpError("spawn", f"cannot start {self.shell}: {exc}") from exc
+
+    def _spawn_or_fall_back(self, argv: list[str], env: Mapping[str, str], *, pass_fds: Sequence[int]) -> Shell:
+        try:
+            return self._spawn(argv, env, pass_fds=pass_fds)
+        except OSError as exc:
+            if self.subreaper != "exec" or argv[0] != self._subreaper or exc.filename != self._subreaper:
+                raise
+            # The subreaper program itself could not be exec'd here: shells ask in preexec_fn
+            # from now on (or, without prctl, are no subreapers), and this one starts so.
+            self.subreaper = "preexec" if procs.has_prctl() else "none"
+            return self._spawn(argv[1:], env, pass_fds=pass_fds)
 
     def _spawn(self, argv: list[str], env: Mapping[str, str], *, pass_fds: Sequence[int]) -> Shell:
         exit_pipe = _ExitPipe()
@@ -229,9 +233,13 @@ class Shells:
             proc.returncode = _exit_code(status)
             exit_pipe.fire()
         try:
-            # Children, not the helper, should be the OOM killer's first choice.
-            with open(f"/proc/{proc.pid}/oom_score_adj", "w") as fh:
-                fh.write("1000")
+            # Children, not the helper, should be the OOM killer's first choice. (os.open and
+            # os.write: no file object, no text layer, on every command's way.)
+            fd = os.open(f"/proc/{proc.pid}/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, b"1000")
+            finally:
+                os.close(fd)
         except OSError:
             pass
         if not self.contained:

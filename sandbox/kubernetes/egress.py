@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from sandloop.errors import SandboxUnavailable
 
-from ..egress import PROXY_PORT, EgressDecision, proxy_events
+from ..egress import PROXY_PORT, EgressDecision, decision_of, proxy_events, secrets_line
+from ..injection import Injection
 from . import loader
 from .channels import AttachStream, attach
 from .cluster import Cluster, pod_running, pod_state
@@ -42,6 +43,8 @@ class EgressPod:
     address: str
     stream: AttachStream = field(repr=False)
     reader: threading.Thread | None = field(default=None, repr=False)
+    #: the session CA's certificate, when the proxy adds secrets ("" otherwise)
+    ca_pem: str = ""
 
     @property
     def env(self) -> dict[str, str]:
@@ -60,7 +63,8 @@ class EgressPod:
         await asyncio.to_thread(self._stop)
 
 
-def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision], None] | None) -> EgressPod:
+def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision], None] | None,
+           secrets: tuple[Injection, ...], trust_pem: str) -> EgressPod:
     body = plan.proxy_pod()
     name = body["metadata"]["name"]
     cluster.create_pod(body)
@@ -72,6 +76,12 @@ def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision],
             raise SandboxUnavailable(f"the egress proxy pod {name} has no IP ({pod_state(pod)})")
         stream = attach(cluster, name, PROXY_CONTAINER)
         stream.send(loader.frame(plan.proxy))
+        ca_pem = ""
+        if secrets:
+            # Over the attach stream, like the program: the value is never in a pod spec, a
+            # Secret or anything else the API server stores.
+            line, ca_pem = secrets_line(secrets, trust_pem, plan.session_id)
+            stream.send(line)
         lines = proxy_events(iter(lambda: stream.recv(65536), b""))
         first = next(lines, None)
         if first is None or first.get("event") != "ready":
@@ -82,14 +92,13 @@ def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision],
         with contextlib.suppress(SandboxUnavailable):
             cluster.delete_pod(name)
         raise
-    handle = EgressPod(cluster, name, address, stream)
+    handle = EgressPod(cluster, name, address, stream, ca_pem=ca_pem)
 
     def read() -> None:
         for event in lines:
             if event.get("event") != "decision":
                 continue
-            fields = {k: str(event.get(k, "")) for k in ("method", "target", "rule", "reason", "client")}
-            decision = EgressDecision(allowed=bool(event.get("allowed")), **fields)
+            decision = decision_of(event)
             if on_decision is None:
                 log.info("egress %s: %s %s", "allowed" if decision.allowed else "refused", decision.method,
                          decision.target)
@@ -104,7 +113,8 @@ def _start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision],
     return handle
 
 
-async def start(cluster: Cluster, plan: Plan,
-                on_decision: Callable[[EgressDecision], None] | None) -> EgressPod:
-    """The session's proxy pod, running and attached (its NetworkPolicies must exist already)."""
-    return await asyncio.to_thread(_start, cluster, plan, on_decision)
+async def start(cluster: Cluster, plan: Plan, on_decision: Callable[[EgressDecision], None] | None,
+                secrets: tuple[Injection, ...] = (), trust_pem: str = "") -> EgressPod:
+    """The session's proxy pod, running and attached (its NetworkPolicies must exist already);
+    with ``secrets``, told them (and ``trust_pem``, what it verifies their servers against)."""
+    return await asyncio.to_thread(_start, cluster, plan, on_decision, secrets, trust_pem)

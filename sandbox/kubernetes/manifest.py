@@ -270,6 +270,10 @@ class Plan:
     def proxy_pod(self) -> dict[str, Any]:
         allow = list(self.config.network_allow or ())
         args = ["--port", str(PROXY_PORT), *[a for entry in allow for a in ("--allow", entry)]]
+        if self.config.secrets:
+            # The values come over the attach stream after the program (sandbox.egress_inject),
+            # never in this spec; a host may be an internal service only where its entry says so.
+            args.append("--secrets")
         resources = {"cpu": "500m", "memory": "64Mi"}
         container = {
             "name": PROXY_CONTAINER,

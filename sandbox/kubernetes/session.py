@@ -25,21 +25,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
+import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
 from sandloop.errors import SandboxError, SandboxUnavailable, SandloopError
+from sandloop.files import FileChange
+from sandloop.hostfiles import HostDir
 
+from ..base import Snapshotted
+from ..ca import CA_VARIABLES, host_bundle
 from ..docker import DockerConfig
+from ..helper import archive
 from ..helper.client import HelperClient, ReplaceableSession
 from ..helper.wire import HelloResult
+from ..injection import resolve_all
 from ..lifecycle import owner_labels
 from ..protected import find
 from ..seccomp import require_filter
+from ..snapshots import TAR_MODE
 from . import egress, loader, sync
 from .channels import AttachStream, attach
 from .cluster import Cluster, Obj, one_line, pod_running, pod_state
@@ -50,10 +59,30 @@ from .warmpool import Claim, claim_pod
 
 __all__ = ["KubernetesSession"]
 
+#: Where a session whose proxy adds secrets finds its CA bundle (the pod's memory-backed /tmp).
+TRUST_PATH = "/tmp/.sandloop-trust.crt"
+TRUST_COMMAND = (
+    "umask 022; { for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; "
+    'do if [ -r "$f" ]; then cat "$f"; break; fi; done; printf \'%s\\n\' "$SANDLOOP_SESSION_CA"; } > '
+    + TRUST_PATH)
+
 log = logging.getLogger("sandloop.kubernetes")
 
 #: How long the account of a dead pod waits for the kubelet to report why it ended.
 DEATH_REPORT_S = 5.0
+#: A snapshot's tar of /tmp while it crosses the pod's workspace (the helper reads and writes
+#: files there only), removed at once: it is never part of the checkout or its copy-back.
+PASSING = ".sandloop-snapshot.tar"
+#: what a tar of /tmp may take to make or unpack in a pod
+ARCHIVE_TIMEOUT_S = 300.0
+
+
+def _archive_program(call: str, *args: str) -> str:
+    """:mod:`sandbox.helper.archive` and ``call`` of it, as a command for the pod's python3 (the
+    helper's code reaches a pod over its stream, never its disk); it runs under the helper's
+    seccomp filter, like any command."""
+    source = Path(archive.__file__).read_text(encoding="utf-8")
+    return shlex.join(["python3", "-I", "-S", "-c", f"{source}\nimport sys\n{call}\n", *args])
 
 
 def _ended(pod: Obj) -> bool:
@@ -116,8 +145,14 @@ class KubernetesSession(ReplaceableSession):
         try:
             await asyncio.to_thread(session._create_policies)
             if session.config.network_allow is not None:
-                session.egress = await egress.start(session.cluster, session.plan, session.config.on_egress)
+                # Each secret read first: a missing one is a one-line error before any pod starts.
+                injections = resolve_all(session.config.secrets)
+                trust = host_bundle().read_text(errors="replace") if injections else ""
+                session.egress = await egress.start(session.cluster, session.plan, session.config.on_egress,
+                                                    injections, trust)
                 session.base_env = {**session.base_env, **session.egress.env}
+                if injections:
+                    session.base_env = {**dict.fromkeys(CA_VARIABLES, TRUST_PATH), **session.base_env}
             await session._client()
         except BaseException:
             await session.close(copy_back=False)
@@ -220,11 +255,25 @@ class KubernetesSession(ReplaceableSession):
                 helper, hello = await self._hello(stream)
                 if not copy_in:
                     await self._copy_in(packing, partial(sync.copy_in, helper))
+                if self.config.restore:
+                    await self._restore(helper, Path(self.config.restore))
+                if self.egress is not None and self.egress.ca_pem:
+                    await self._trust_session_ca(helper, self.egress.ca_pem)
         except BaseException:
             await asyncio.gather(packing, return_exceptions=True)
             await asyncio.to_thread(self._teardown)
             raise
         return helper, hello
+
+    @staticmethod
+    async def _trust_session_ca(helper: HelperClient, ca_pem: str) -> None:
+        """The image's own bundle plus the session CA, at TRUST_PATH in the pod's /tmp (every
+        start: a replaced pod has a fresh /tmp). A certificate is no secret, so a command may
+        write it; what the sandbox trusts is its own affair, and it never sees a key."""
+        result = await helper.run(TRUST_COMMAND, timeout_s=30, max_output_bytes=4096,
+                                  env={"SANDLOOP_SESSION_CA": ca_pem}, within=60)
+        if result.exit_code != 0:
+            raise SandboxUnavailable(f"cannot write the session CA bundle in the pod: {result.stderr.text[:200]}")
 
     def dead_reason(self) -> str:
         if self.pod is None:
@@ -320,6 +369,51 @@ class KubernetesSession(ReplaceableSession):
             with contextlib.suppress(SandboxUnavailable):
                 self.cluster.delete_network_policy(name)
         self._policies.clear()
+
+    # --- snapshots: /tmp as a tar, through the workspace ------------------------------------
+
+    async def capture(self, into: HostDir, tar: str, *, names: Sequence[str] | None,
+                      commit: tuple[str, Mapping[str, str]] | None = None) -> Snapshotted:
+        """/tmp's ``names`` as a tar in ``into``: made in the pod (under the seccomp filter) into
+        the workspace, read back through the helper (at most its read limit, 64 MB), removed. A
+        pod's root file system cannot be committed from here: ``commit`` is refused."""
+        if commit is not None:
+            raise SandboxError("a pod's root file system cannot be committed: on Kubernetes a snapshot keeps /tmp "
+                               "($HOME) only; [session] writable_root is for the Docker back-end")
+        if not names:
+            return Snapshotted(0, "")
+        if self.config.read_only_workspace:
+            raise SandboxError("a snapshot on Kubernetes passes through the workspace, which this policy makes "
+                               "read-only")
+        async with self._sync_lock:
+            helper = await self._client()
+            made = _archive_program("archive(sys.argv[1:], sys.stdout.buffer)", *names)
+            try:
+                await self._in_pod(helper, f"{made} > {WORKSPACE}/{PASSING}", "make the snapshot's tar")
+                data = await helper.read_file(PASSING)
+            finally:
+                with contextlib.suppress(SandloopError):
+                    await helper.commit([FileChange(PASSING, None)])
+        size = await asyncio.to_thread(partial(into.replace_from, tar, [data], mode=TAR_MODE))
+        return Snapshotted(size, hashlib.sha256(data).hexdigest())
+
+    async def _restore(self, helper: HelperClient, tar: Path) -> None:
+        """A resumed session's /tmp, unpacked in the pod before its first command."""
+        data = await asyncio.to_thread(tar.read_bytes)
+        await helper.commit([FileChange(PASSING, data)])
+        unpack = _archive_program("restore(sys.argv[1])", f"{WORKSPACE}/{PASSING}")
+        try:
+            await self._in_pod(helper, unpack, "unpack the snapshot's tar")
+        finally:
+            with contextlib.suppress(SandloopError):
+                await helper.commit([FileChange(PASSING, None)])
+
+    async def _in_pod(self, helper: HelperClient, command: str, doing: str) -> None:
+        result = await helper.run(command, timeout_s=ARCHIVE_TIMEOUT_S, max_output_bytes=1 << 16, env={},
+                                  within=ARCHIVE_TIMEOUT_S + self.REPLY_MARGIN_S)
+        if result.exit_code != 0:
+            raise SandboxError(f"could not {doing} in pod {self.pod} (exit {result.exit_code}): "
+                               f"{one_line(result.stderr.text[-300:])}")
 
     # --- facts for doctor and tests --------------------------------------------------------
 

@@ -228,6 +228,23 @@ CORPUS = [
 SYNTAX_ERRORS = ["echo before\nif\necho after", "echo before\nfi\necho after", "echo \"unterminated"]
 
 
+async def test_a_request_sent_while_a_command_runs_is_answered_before_it_ends(
+        wired: tuple[Helper, HelperClient]) -> None:
+    # The thread serving the long command leads the stream; it hands it over when the next
+    # request arrives, so neither that request nor the ones after it wait for the command.
+    _, client = wired
+    options = {"timeout_s": 30.0, "max_output_bytes": 1 << 16, "env": None}
+    slow = asyncio.create_task(client.run("sleep 5; echo slow", **options))
+    await asyncio.sleep(0.3)  # its command runs, its thread leads
+    for i in range(3):  # one after another: each quick one is read by whoever leads now
+        got = await asyncio.wait_for(client.run(f"echo {i}", **options), 4)
+        assert got.stdout.text == f"{i}\n"
+    assert not slow.done()
+    assert (await asyncio.wait_for(slow, 15)).stdout.text == "slow\n"
+    quick = await asyncio.gather(*[client.run(f"echo {i}", **options) for i in range(8)])  # all at once
+    assert [r.stdout.text for r in quick] == [f"{i}\n" for i in range(8)]
+
+
 @pytest.mark.parametrize("script", CORPUS + SYNTAX_ERRORS)
 def test_a_long_command_runs_exactly_as_bash_c_would(tmp_path: Path, script: str) -> None:
     direct, via_memfd = Helper(tmp_path), Helper(tmp_path, inline_command_max=0)
@@ -269,6 +286,27 @@ def test_a_timeout_leaves_nothing_of_its_own_even_escapees(helper: Helper) -> No
         r = run(helper, command, timeout_s=1)
         assert r["timed_out"] and r["exit_code"] is None
         assert pids_of("sleep 1002") == []
+
+
+def test_a_subreaper_program_that_cannot_run_here_falls_back_at_the_first_command(tmp_path: Path) -> None:
+    # Not probed at start: the first command's exec of it fails, and that command still runs,
+    # its shell a subreaper all the same (an escapee below it stays in its tree and is ended).
+    program = tmp_path / "subreaper"
+    program.write_bytes(b"not a program for any machine\n")
+    program.chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    h = Helper(workspace, kill_grace_s=0.3, subreaper=str(program))
+    try:
+        assert h.shells.subreaper == "exec"
+        assert text(run(h, "echo hi")["stdout"]) == "hi\n"
+        assert h.shells.subreaper == "preexec"
+        with killing("sleep 1004"):
+            r = run(h, "(setsid sleep 1004 &); sleep 60", timeout_s=1)
+            assert r["timed_out"]
+            assert pids_of("sleep 1004") == []
+    finally:
+        h.shutdown()
 
 
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(helper: Helper) -> None:

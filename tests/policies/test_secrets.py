@@ -1,0 +1,85 @@
+"""The ``[secrets]`` section: what it accepts, what lint says, how a value is read and rendered."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from executor.sandbox_config import docker_config
+from policies.engine import load_policy
+from policies.lint import lint
+from policies.model import PolicyLoadError
+from sandbox.injection import SecretSpec
+from sandloop.errors import ConfigError
+
+BASE = 'version = 1\n[shell]\nnetwork = ["api.example.test", "pkgs.example.test:8443"]\n'
+
+
+def test_an_entry_names_where_the_value_is_and_how_it_is_sent(write_policy: Callable[..., Path]) -> None:
+    path = write_policy(BASE + '[secrets.api]\nhost = "API.example.test"\nenv = "API_TOKEN"\n'
+                        '[secrets.index]\nhost = "pkgs.example.test"\nport = 8443\nfile = "/run/token"\nbasic = "ci"\n')
+    policy = load_policy(path).policy
+    assert policy.secrets["api"].host == "api.example.test"
+    assert (policy.secrets["api"].header, policy.secrets["api"].template) == ("Authorization", "Bearer {value}")
+    assert lint(load_policy(path)) == []
+    specs = docker_config(policy).secrets
+    assert [(s.name, s.host, s.port, s.basic) for s in specs] == [
+        ("api", "api.example.test", 443, None), ("index", "pkgs.example.test", 8443, "ci")]
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('host = "*.example.test"\nenv = "T"', "must be one exact host name"),
+    ('host = "a.test:443"\nenv = "T"', "must be one exact host name"),
+    ('host = "a.test"', "give exactly one of env or file"),
+    ('host = "a.test"\nenv = "T"\nfile = "/t"', "give exactly one of env or file"),
+    ('host = "a.test"\nfile = "token.txt"', "must be an absolute path"),
+    ('host = "a.test"\nenv = "T"\ntemplate = "Bearer"', "{value} exactly once"),
+    ('host = "a.test"\nenv = "T"\nheader = "Host"', "frames the request"),
+    ('host = "a.test"\nenv = "T"\nheader = "X Bad"', "is not a header name"),
+    ('host = "a.test"\nenv = "T"\nbasic = "u"\nheader = "X-Key"', "give basic or header/template"),
+    ('host = "a.test"\nvalue = "hunter2"', "value"),  # the value itself is never a key
+])
+def test_bad_entries_name_the_line(write_policy: Callable[..., Path], entry: str, message: str) -> None:
+    path = write_policy(BASE + "[secrets.s]\n" + entry + "\n")
+    with pytest.raises(PolicyLoadError) as caught:
+        load_policy(path)
+    assert message in str(caught.value) and f"{path.name}:" in str(caught.value)
+
+
+def test_a_secret_for_a_host_no_list_allows_is_an_error(write_policy: Callable[..., Path]) -> None:
+    path = write_policy(BASE + '[secrets.s]\nhost = "pkgs.example.test"\nenv = "T"\n')  # 443: not listed
+    findings = lint(load_policy(path))
+    assert [(f.code, f.rule_id, f.source.rsplit(":", 1)[1]) for f in findings] == [
+        ("secret-host-not-allowed", "secrets.s", "4")]
+    with pytest.raises(ConfigError, match=r"^secret 's': its host pkgs.example.test:443 is allowed by neither"):
+        docker_config(load_policy(path).policy)
+    # Allowed for environment setup only: no lint finding, and the agent's session does not get it.
+    path = write_policy('version = 1\n[environment]\nsetup_network = ["pkgs.example.test"]\n'
+                        '[secrets.s]\nhost = "pkgs.example.test"\nenv = "T"\n')
+    assert lint(load_policy(path)) == []
+    assert docker_config(load_policy(path).policy).secrets == ()
+
+
+def test_values_are_read_at_start_and_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("T", "s3cret-value")
+    bearer = SecretSpec("api", "a.test", env="T").resolve()
+    assert (bearer.header, bearer.value, bearer.forms) == ("Authorization", "Bearer s3cret-value", ("s3cret-value",))
+    assert "s3cret-value" not in repr(bearer)
+    custom = SecretSpec("api", "a.test", env="T", header="X-Api-Key", template="{value}").resolve()
+    assert (custom.header, custom.value) == ("X-Api-Key", "s3cret-value")
+    (tmp_path / "token").write_text("from-file\n")
+    basic = SecretSpec("idx", "a.test", file=str(tmp_path / "token"), basic="ci").resolve()
+    encoded = base64.b64encode(b"ci:from-file").decode()
+    assert (basic.value, basic.forms) == (f"Basic {encoded}", ("from-file", encoded))
+    (tmp_path / "bad").write_text("two\nlines\n")
+    with pytest.raises(ConfigError, match=r"^secret 'x': the value has a line break"):
+        SecretSpec("x", "a.test", file=str(tmp_path / "bad")).resolve()
+    monkeypatch.setenv("EMPTY", "")
+    with pytest.raises(ConfigError, match=r"^secret 'x': the value is empty$"):
+        SecretSpec("x", "a.test", env="EMPTY").resolve()
+    monkeypatch.setenv("SHORT", "abc")
+    with pytest.raises(ConfigError, match=r"^secret 'x': the value has under 8 characters"):
+        SecretSpec("x", "a.test", env="SHORT").resolve()
