@@ -26,11 +26,12 @@ import os
 import selectors
 import socket
 import ssl
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Injector", "Masker", "Secret", "relay", "rewrite_head"]
+__all__ = ["BodyFence", "Injector", "Masker", "ResponseGuard", "Secret", "relay", "rewrite_head"]
 
 MAX_HEAD = 64 << 10
 _HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade",
@@ -55,6 +56,144 @@ class Secret:
     value: str = field(repr=False)
     redact: tuple[str, ...] = field(repr=False, default=())
     private: bool = False  # an internal service: its name may resolve to a private address
+
+
+def _fields(head: bytes) -> list[tuple[str, str]]:
+    """A head's header fields, names lowercased, values stripped."""
+    pairs = [(*line.split(":", 1), "")[:2] for line in head.decode("latin-1").split("\r\n")[1:]]
+    return [(name.strip().lower(), value.strip()) for name, value in pairs]
+
+
+class BodyFence:
+    """The request body as its head frames it, and nothing after it: the proxy checks one request
+    head per tunnel, so bytes past the body (a pipelined second request) are never sent on.
+    For a chunked body :attr:`payload` collects the data without its framing (responses)."""
+
+    def __init__(self, head: bytes, *, chunked: bool | None = None) -> None:
+        fields = _fields(head)
+        lengths = [value for name, value in fields if name == "content-length"]
+        codings = [value.lower() for name, value in fields if name == "transfer-encoding"]
+        if chunked is None:
+            if (lengths and codings) or len(lengths) > 1 or len(codings) > 1 or codings not in ([], ["chunked"]) \
+                    or (lengths and not lengths[0].isdigit()):
+                raise Rejected(400, "the request body must be framed by one Content-Length or by chunked alone")
+            chunked = bool(codings)
+        self.chunked = chunked
+        self.left = int(lengths[0]) if lengths and not chunked else 0  # data bytes still due
+        self.line = b""  # a chunk-size, chunk-end or trailer line being read
+        self.state = "size" if chunked else "data"
+        self.payload = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The part of ``data`` that still belongs to the body."""
+        out = b""
+        while data and self.state != "done":
+            if self.state == "data":
+                take, data = data[:self.left], data[self.left:]
+                out += take
+                self.payload += take
+                self.left -= len(take)
+                if self.left == 0:
+                    self.state = "end" if self.chunked else "done"
+                continue
+            end = data.find(b"\n")
+            piece, data = (data, b"") if end < 0 else (data[:end + 1], data[end + 1:])
+            out += piece
+            self.line += piece
+            if len(self.line) > MAX_HEAD:
+                raise Rejected(400, "a chunk line too long")
+            if end < 0:
+                continue
+            line, self.line = self.line.strip(), b""
+            if self.state == "end":  # the CRLF that closes a chunk's data
+                if line:
+                    raise Rejected(400, "a chunk longer than its size")
+                self.state = "size"
+                continue
+            if self.state == "trailer":
+                self.state = "trailer" if line else "done"
+                continue
+            try:
+                size = int(line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise Rejected(400, "a bad chunk size") from None
+            self.state, self.left = ("trailer", 0) if size == 0 else ("data", size)
+        return out
+
+
+class ResponseGuard:
+    """What the server answers, as the sandbox may read it: every form of the secret masked in
+    the head and in the body's *content*. A chunked or compressed body is decoded first (an echo
+    split across chunks or compressed, though the proxy asked for no coding, would pass a mask
+    of the raw bytes) and then sent as it comes until the connection ends (``Connection: close``
+    was asked for); a coding the proxy cannot decode is a ``502`` in its place."""
+
+    def __init__(self, forms: list[str], method: str) -> None:
+        self.masker = Masker(forms)
+        self.method = method.upper()
+        self.head = b""
+        self.decode: Callable[[bytes], bytes] | None = None  # None: still in the head
+        self.inflate: Any = None
+
+    def feed(self, data: bytes) -> bytes:
+        if self.decode is not None:
+            return self.decode(data)
+        self.head += data
+        out = b""
+        while self.decode is None and b"\r\n\r\n" in self.head:
+            head, self.head = self.head.split(b"\r\n\r\n", 1)
+            status = head.split(b" ", 2)[1:2]
+            code = int(status[0]) if status and status[0].isdigit() else 0
+            if 100 <= code < 200:  # an interim answer (100 Continue): the final one follows
+                out += self.masker._mask(head + b"\r\n\r\n")
+                continue
+            out += self._final(head, code)
+        if self.decode is None and len(self.head) > MAX_HEAD:
+            self.decode = lambda _: b""
+            return _answer_bytes(Rejected(502, "the server's answer head is too large"))
+        if self.decode is not None:
+            rest, self.head = self.head, b""
+            out += self.decode(rest)
+        return out
+
+    def _final(self, head: bytes, code: int) -> bytes:
+        fields = _fields(head)
+        coding = ",".join(value.lower() for name, value in fields if name == "content-encoding").strip()
+        chunked = any(name == "transfer-encoding" for name, _ in fields)
+        if self.method == "HEAD" or code in (204, 304) or (not chunked and coding in ("", "identity")):
+            self.decode = self.masker.feed  # the bytes as sent, masked (lengths stay true)
+            return self.masker._mask(head + b"\r\n\r\n")
+        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            self.decode = lambda _: b""
+            return _answer_bytes(Rejected(502, f"the server answered with content coding {coding!r}, which the "
+                                               "proxy cannot search for the secret"))
+        if coding not in ("", "identity"):
+            self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, told by the header
+        fence = BodyFence(head, chunked=chunked) if chunked else None
+
+        def decode(data: bytes) -> bytes:
+            if fence is not None:
+                try:
+                    fence.feed(data)
+                except Rejected:
+                    return b""
+                data, fence.payload = fence.payload, b""
+            if self.inflate is not None:
+                try:
+                    data = self.inflate.decompress(data)
+                except zlib.error:
+                    self.inflate, self.decode = None, lambda _: b""  # the rest cannot be read: dropped
+                    return b""
+            return self.masker.feed(data)
+
+        self.decode = decode
+        drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
+        lines = [line for line in head.split(b"\r\n") if line.split(b":", 1)[0].strip().lower().decode("latin-1")
+                 not in drop]
+        return self.masker._mask(b"\r\n".join([*lines, b"Connection: close", b"", b""]))
+
+    def flush(self) -> bytes:
+        return self.masker.flush()
 
 
 class Masker:
@@ -86,6 +225,9 @@ def rewrite_head(head: bytes, secret: Secret) -> bytes:
     """The request head as sent upstream: Host checked, the secret's header replaced, hop-by-hop
     headers dropped, no content coding, one request per connection."""
     lines = head.decode("latin-1").split("\r\n")
+    if any(line[:1] in (" ", "\t") for line in lines[1:]):
+        # An obsolete line fold would glue the sandbox's text onto a header kept or added here.
+        raise Rejected(400, "folded header lines are not accepted inside the tunnel")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
         raise Rejected(400, "one HTTP/1.x request in origin form is expected inside the tunnel")
@@ -171,14 +313,17 @@ class Injector:
             try:
                 head, rest = _read_head(inner)
                 method = head.split(b" ", 1)[0].decode("latin-1")
-                upstream.sendall(rewrite_head(head, secret) + rest)
+                rewritten = rewrite_head(head, secret)
+                fence = BodyFence(head)
+                upstream.sendall(rewritten + fence.feed(rest))
             except Rejected as rejected:
                 _answer(inner, rejected)
                 return
             except OSError:
                 return
             injected(method)
-            relay(inner, upstream, idle_s, Masker(list(secret.redact)))
+            with contextlib.suppress(Rejected):  # a chunk the fence cannot read ends the tunnel
+                relay(inner, upstream, idle_s, ResponseGuard(list(secret.redact), method), fence)
             self.keep_session(upstream, secret)
 
 
@@ -190,7 +335,9 @@ def _recv(sock: socket.socket) -> bytes:
     return data
 
 
-def relay(client: socket.socket, upstream: socket.socket, idle_s: float, masker: Masker | None = None) -> None:
+def relay(client: socket.socket, upstream: socket.socket, idle_s: float,
+          masker: Masker | ResponseGuard | None = None,
+          fence: BodyFence | None = None) -> None:
     """Copy bytes both ways until both sides finish or both go idle. A blind tunnel passes
     half-closes through. A secret's tunnel (``masker``: what comes back is masked) ends when the
     server does (it was asked to close after one answer), without half-closes: shutting down one
@@ -210,7 +357,12 @@ def relay(client: socket.socket, upstream: socket.socket, idle_s: float, masker:
                 data = _recv(src)
                 masking = masker is not None and src is upstream
                 if data:
-                    dst.sendall(masker.feed(data) if masker is not None and masking else data)
+                    if masker is not None and masking:
+                        data = masker.feed(data)
+                    elif fence is not None and src is client:
+                        data = fence.feed(data)  # past the body: read, never sent
+                    if data:
+                        dst.sendall(data)
                     continue
                 sel.unregister(src)
                 open_ends -= 1
@@ -240,10 +392,14 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
     return head, rest
 
 
-def _answer(sock: socket.socket, rejected: Rejected) -> None:
+def _answer_bytes(rejected: Rejected) -> bytes:
     body = f"sandloop egress proxy: {rejected.reason}\n".encode()
-    text = {400: "Bad Request", 421: "Misdirected Request"}.get(rejected.status, "Error")
+    text = {400: "Bad Request", 421: "Misdirected Request", 502: "Bad Gateway"}.get(rejected.status, "Error")
     head = (f"HTTP/1.1 {rejected.status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
             f"Content-Length: {len(body)}\r\nX-Sandloop-Rule: secrets\r\nConnection: close\r\n\r\n")
+    return head.encode() + body
+
+
+def _answer(sock: socket.socket, rejected: Rejected) -> None:
     with contextlib.suppress(OSError):
-        sock.sendall(head.encode() + body)
+        sock.sendall(_answer_bytes(rejected))
