@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sandloop.errors import ConfigError
 
@@ -22,6 +22,18 @@ __all__ = ["Injection", "SecretSpec", "resolve_all"]
 MAX_VALUE_BYTES = 16 << 10
 #: Shorter than this is no credential, and masking it would mangle ordinary responses.
 MIN_VALUE_CHARS = 8
+
+
+def _read_file(path: str) -> bytes:
+    """A regular file's first bytes, a little past the most a value may have. Opened without
+    blocking: a FIFO (or a device) in its place would hang the session's start, or never end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        return os.read(fd, MAX_VALUE_BYTES + 3)  # + a CRLF, and one byte to tell it is too long
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class SecretSpec:
         else:
             assert self.file is not None
             try:
-                value = Path(self.file).read_text(encoding="utf-8")
+                value = _read_file(self.file).decode("utf-8")
             except OSError as exc:
                 raise ConfigError(f"{where}: cannot read {self.file} ({exc.strerror or exc})") from None
             except UnicodeError:

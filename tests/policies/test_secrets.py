@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,3 +84,27 @@ def test_values_are_read_at_start_and_rendered(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("SHORT", "abc")
     with pytest.raises(ConfigError, match=r"^secret 'x': the value has under 8 characters"):
         SecretSpec("x", "a.test", env="SHORT").resolve()
+
+
+def test_a_secret_file_that_is_no_plain_text_file_is_one_line(tmp_path: Path) -> None:
+    """A FIFO does not hang the start, a huge file is not read whole, a CRLF ending is dropped,
+    a symlink to a good file is read (the policy's author named the path on their own host)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"^secret 'x': cannot read .*fifo \(not a regular file\)$"):
+        SecretSpec("x", "a.test", file=str(fifo)).resolve()
+    with pytest.raises(ConfigError, match=r"^secret 'x': cannot read /dev/zero \(not a regular file\)$"):
+        SecretSpec("x", "a.test", file="/dev/zero").resolve()
+    with pytest.raises(ConfigError, match=r"^secret 'x': cannot read .* \(Is a directory\)$|not a regular file"):
+        SecretSpec("x", "a.test", file=str(tmp_path)).resolve()
+    huge = tmp_path / "huge"
+    with huge.open("wb") as fh:
+        fh.truncate(1 << 30)  # sparse: 1 GiB that costs nothing to make
+    with pytest.raises(ConfigError, match=r"^secret 'x': .*over 16 KiB"):
+        SecretSpec("x", "a.test", file=str(huge)).resolve()
+    (tmp_path / "crlf").write_bytes(b"token-with-crlf\r\n")
+    (tmp_path / "link").symlink_to(tmp_path / "crlf")
+    assert SecretSpec("x", "a.test", file=str(tmp_path / "link")).resolve().value == "Bearer token-with-crlf"
+    (tmp_path / "binary").write_bytes(b"\xff\xfe-not-utf8-at-all")
+    with pytest.raises(ConfigError, match=r"^secret 'x': .*binary is not UTF-8 text$"):
+        SecretSpec("x", "a.test", file=str(tmp_path / "binary")).resolve()
