@@ -42,6 +42,15 @@ def test_an_entry_names_where_the_value_is_and_how_it_is_sent(write_policy: Call
     ('host = "a.test"\nenv = "T"\nheader = "X Bad"', "is not a header name"),
     ('host = "a.test"\nenv = "T"\nbasic = "u"\nheader = "X-Key"', "give basic or header/template"),
     ('host = "a.test"\nvalue = "hunter2"', "value"),  # the value itself is never a key
+    ('host = "a.test"\nenv = "T"\nheader = "X-Key: evil"', "is not a header name"),
+    ('host = "a.test"\nenv = "T"\nheader = "X-Key\\r\\nX-Other"', "is not a header name"),
+    ('host = "a.test"\nenv = "T"\nheader = "transfer-ENCODING"', "frames the request"),
+    ('host = "a.test"\nenv = "T"\ntemplate = "Bearer {value}\\r\\nX-Other: y"', "line breaks"),
+    ('host = "a.test"\nenv = "T"\ntemplate = "{value}{value}"', "{value} exactly once"),
+    ('host = "a.test"\nenv = "T"\ntemplate = "{VALUE}"', "{value} exactly once"),
+    ('host = "a.test"\nenv = "T"\nbasic = "u:p"', "no ':'"),
+    ('host = "a.test"\nenv = "T"\nport = 0', "port"),
+    ('host = "a.test"\nenv = "1BAD"', "is not an environment variable name"),
 ])
 def test_bad_entries_name_the_line(write_policy: Callable[..., Path], entry: str, message: str) -> None:
     path = write_policy(BASE + "[secrets.s]\n" + entry + "\n")
