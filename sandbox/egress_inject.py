@@ -11,9 +11,10 @@ server first (a server it cannot verify is a ``502`` to the ``CONNECT``, before 
 leave), answers ``200``, ends the sandbox's TLS with the host's certificate, reads ONE request
 head, checks that its ``Host`` names the same host, drops any header of the secret's name the
 sandbox sent, adds the secret, asks for an unencoded body (so an echo can be found) and
-``Connection: close``, and relays the rest of that connection both ways. Whatever comes back
-passes through :class:`Masker`, which replaces every form of the value with ``*`` of the same
-length (lengths and chunk sizes stay true). Any other host is never touched: the plain tunnel.
+``Connection: close``, and relays that request's body (:class:`BodyFence`: as its head frames
+it, nothing after it) and the answer. The answer passes through :class:`ResponseGuard`: every
+form of the value replaced with ``*`` of the same length (:class:`Masker`), in a chunked or
+compressed body after decoding it. Any other host is never touched: the plain tunnel.
 
 A redirect carries nothing: the proxy adds the secret to a connection, not to a client's
 follow-up, and a redirect to another host (or port) is a new ``CONNECT`` that matches no entry.
