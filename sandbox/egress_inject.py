@@ -234,9 +234,8 @@ def rewrite_head(head: bytes, secret: Secret) -> bytes:
         raise Rejected(400, "one HTTP/1.x request in origin form is expected inside the tunnel")
     hosts = [line.split(":", 1)[1].strip().lower() for line in lines[1:]
              if line.split(":", 1)[0].strip().lower() == "host"]
-    names = {secret.host, f"{secret.host}:{secret.port}"}
-    if secret.port == 443:
-        names.add(f"{secret.host}:443")
+    # The name with its port or without, and with DNS's root dot (the CONNECT was matched without it).
+    names = {f"{name}{port}" for name in (secret.host, f"{secret.host}.") for port in ("", f":{secret.port}")}
     if len(hosts) != 1 or hosts[0] not in names:
         raise Rejected(421, f"the request's Host must be {secret.host} (the host this tunnel was opened to)")
     drop = _HOP | {secret.header.lower()}

@@ -74,6 +74,7 @@ def tunnel(tmp_path: Path) -> Iterator[Tunnel]:
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(tmp_path / "server.pem")
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
     upstream = Upstream(listener.getsockname()[1])
     stop = threading.Event()
 
@@ -81,8 +82,11 @@ def tunnel(tmp_path: Path) -> Iterator[Tunnel]:
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
+            except TimeoutError:
+                continue  # a look at `stop` (closing the listener does not end a waiting accept)
             except OSError:
                 return
+            conn.settimeout(None)
             with contextlib.suppress(OSError), server_ctx.wrap_socket(conn, server_side=True) as tls:
                 tls.settimeout(0.3)
                 data = b""
@@ -102,8 +106,8 @@ def tunnel(tmp_path: Path) -> Iterator[Tunnel]:
     client_ctx = ssl.create_default_context(cadata=ca.cert_pem)
     yield Tunnel(upstream, injector, secret, client_ctx)
     stop.set()
-    listener.close()
     thread.join(5)
+    listener.close()
 
 
 def _sent_upstream(tunnel: Tunnel) -> bytes:
@@ -130,15 +134,16 @@ def test_a_folded_continuation_of_the_secrets_header_is_refused(tunnel: Tunnel) 
     assert out.startswith(b"HTTP/1.1 400") and not tunnel.upstream.received and not tunnel.injected
 
 
-@pytest.mark.parametrize("host", [b"API.TEST", b"api.test:{port}", b"Api.Test:{port}"])
+@pytest.mark.parametrize("host", [b"API.TEST", b"api.test:{port}", b"Api.Test:{port}", b"api.test.",
+                                  b"API.test.:{port}"])
 def test_the_host_in_any_case_or_with_its_port_passes(tunnel: Tunnel, host: bytes) -> None:
     host = host.replace(b"{port}", str(tunnel.upstream.port).encode())
     assert tunnel.exchange(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n").startswith(b"HTTP/1.1 200")
     assert TOKEN.encode() in _sent_upstream(tunnel)
 
 
-@pytest.mark.parametrize("host", [b"api.test:1", b"api.test.evil", b"evil.test", b"api.test@evil.test",
-                                  b"api.test\tx", b"", b"api.test, evil.test"])
+@pytest.mark.parametrize("host", [b"api.test:1", b"api.test..", b"api.test.:1", b"api.test.evil", b"evil.test",
+                                  b"api.test@evil.test", b"api.test\tx", b"", b"api.test, evil.test"])
 def test_a_host_that_is_not_the_tunnels_is_refused(tunnel: Tunnel, host: bytes) -> None:
     out = tunnel.exchange(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 4") and not tunnel.upstream.received and not tunnel.injected
