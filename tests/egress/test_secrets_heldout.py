@@ -222,3 +222,20 @@ def test_a_coding_the_proxy_cannot_read_is_a_502(tunnel: Tunnel) -> None:
                               b"Connection: close\r\n\r\n\x8b\x01\x80\x03")
     out = tunnel.exchange(b"GET / HTTP/1.1\r\nHost: api.test\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 502") and b"content coding 'br'" in out and b"\x8b" not in out
+
+
+def test_an_interim_answer_passes_and_the_final_one_is_still_decoded(tunnel: Tunnel) -> None:
+    tunnel.upstream.answer = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                              b"Connection: close\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(TOKEN), TOKEN.encode()))
+    out = tunnel.exchange(b"POST / HTTP/1.1\r\nHost: api.test\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi")
+    assert out.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), out
+    assert out.endswith(b"\r\n\r\n" + b"*" * len(TOKEN)) and TOKEN.encode() not in out
+
+
+def test_the_secret_is_for_its_host_and_port_only(tunnel: Tunnel) -> None:
+    port = tunnel.upstream.port
+    assert tunnel.injector.secret_for(HOST, port) is None  # this injector was given certificates only
+    injector = Injector({"secrets": [{"name": "api", "host": HOST, "port": port, "header": "Authorization",
+                                      "value": f"Bearer {TOKEN}"}]})
+    assert injector.secret_for(HOST, port) is not None
+    assert [injector.secret_for(h, p) for h, p in ((HOST, port + 1), (HOST, 443), ("other.test", port))] == [None] * 3
