@@ -229,6 +229,10 @@ def rewrite_head(head: bytes, secret: Secret) -> bytes:
     if any(line[:1] in (" ", "\t") for line in lines[1:]):
         # An obsolete line fold would glue the sandbox's text onto a header kept or added here.
         raise Rejected(400, "folded header lines are not accepted inside the tunnel")
+    if any(c in line for line in lines for c in "\r\n\0"):
+        # A bare CR or LF is a line break to some servers: a header of the secret's name hidden
+        # behind one would reach them beside the secret.
+        raise Rejected(400, "a bare CR, LF or NUL in the request head")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
         raise Rejected(400, "one HTTP/1.x request in origin form is expected inside the tunnel")

@@ -134,6 +134,13 @@ def test_a_folded_continuation_of_the_secrets_header_is_refused(tunnel: Tunnel) 
     assert out.startswith(b"HTTP/1.1 400") and not tunnel.upstream.received and not tunnel.injected
 
 
+@pytest.mark.parametrize("hidden", [b"X-A: b\rAuthorization: Bearer guess", b"X-A: b\nAuthorization: Bearer guess",
+                                    b"X-A: b\0Authorization: Bearer guess"])
+def test_a_header_hidden_behind_a_bare_line_break_is_refused(tunnel: Tunnel, hidden: bytes) -> None:
+    out = tunnel.exchange(b"GET / HTTP/1.1\r\nHost: api.test\r\n" + hidden + b"\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400") and not tunnel.upstream.received and not tunnel.injected
+
+
 @pytest.mark.parametrize("host", [b"API.TEST", b"api.test:{port}", b"Api.Test:{port}", b"api.test.",
                                   b"API.test.:{port}"])
 def test_the_host_in_any_case_or_with_its_port_passes(tunnel: Tunnel, host: bytes) -> None:
