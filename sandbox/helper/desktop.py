@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import os
 import select
 import socket
@@ -116,7 +115,11 @@ def _keep_frames_in_the_heap() -> None:
     does not keep up — and writing one faults it in page by page, ≈2 ms a frame. With the mmap
     and trim thresholds raised they come from the heap, reused. Only this process: a program it
     starts begins with glibc's defaults."""
-    with contextlib.suppress(OSError, AttributeError):
+    # Imported here: the helper module loads in every image, and an image whose python3 lacks
+    # ctypes must still reach the seccomp step's own clear refusal (sandbox/helper/confine.py).
+    with contextlib.suppress(OSError, AttributeError, ImportError):
+        import ctypes
+
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (its maximum on 64-bit)
         libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD: freed frames stay for the next capture

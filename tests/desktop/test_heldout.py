@@ -126,6 +126,10 @@ async def test_every_button_a_long_drag_and_scrolls_both_ways(desktop: Desktop, 
         {"type": "double_click", "x": 1200, "y": 700},
     ])
     assert shot.notes == ()
+    # The batch's Escape can reach openbox before its menu (right button) is mapped on a busy
+    # machine; a menu left open holds the keyboard. Once the screen has settled it is on show:
+    # closed here, as a model seeing it in the screenshot would.
+    await desktop.perform([{"type": "keypress", "keys": ["Escape"]}, {"type": "keypress", "keys": ["Escape"]}])
     await _still_works(desktop, workspace, "after-buttons.txt")
 
 

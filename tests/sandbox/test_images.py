@@ -71,7 +71,10 @@ def test_the_demo_runs_in_what_its_plan_builds_first(
 
 
 def test_make_demo_bootstraps_for_the_demo_only() -> None:
-    steps = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # Without the calling make's flags: under `make test` they add "Entering directory" lines.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    steps = subprocess.run(["make", "--no-print-directory", "-n", "demo"], cwd=ROOT, capture_output=True,
+                           text=True, check=True, env=env).stdout
     assert steps.splitlines()[:2] == ["./scripts/bootstrap --demo", ".venv/bin/sandloop run --demo --report"]
 
 
