@@ -38,6 +38,17 @@ def _remove(name: str) -> None:
         client.close()
 
 
+def _own_dockerfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str,
+                    base: str = "debian:bookworm-slim") -> None:
+    """A Dockerfile of this test's own, one ``stage`` from ``base`` (its hash is in the tags, so
+    the image is missing and builds in a second, touching nobody's images), and the test's own
+    state folder (where the build lock lives)."""
+    dockerfile = tmp_path / "Dockerfile.sandbox"
+    dockerfile.write_text(f"FROM {base} AS {stage}\nLABEL sandloop.test={tmp_path.name}\n")
+    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
 def test_the_demo_plan_builds_what_the_demo_runs_in_and_leaves_the_large_images_for_later() -> None:
     now, later = images.plan("demo")
     assert now == ("minimal",)  # the demo's task
@@ -95,10 +106,7 @@ def test_ensure_waits_for_a_build_already_running_and_does_not_build_again(
         docker_client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A Dockerfile of its own (its hash is in the tags), so the image is missing and builds in
     # a second without touching anyone's images; the lock lives in this test's state folder.
-    dockerfile = tmp_path / "Dockerfile.sandbox"
-    dockerfile.write_text(f"FROM debian:bookworm-slim AS minimal\nLABEL sandloop.test={tmp_path.name}\n")
-    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _own_dockerfile(tmp_path, monkeypatch, "minimal")
     name = images.image_name("minimal")
     assert not images.is_current(docker_client, "minimal")
     said: list[str] = []
@@ -156,10 +164,7 @@ async def test_a_session_on_the_default_image_builds_it_on_first_use(
     from sandbox.docker import DockerSession
 
     base = images.ensure(docker_client, "minimal")
-    dockerfile = tmp_path / "Dockerfile.sandbox"
-    dockerfile.write_text(f"FROM {base} AS shell\nLABEL sandloop.test={tmp_path.name}\n")
-    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _own_dockerfile(tmp_path, monkeypatch, "shell", base)
     name = images.image_name("shell")
     assert not images.is_current(docker_client, "shell")
     try:
@@ -181,10 +186,7 @@ def test_describing_a_run_builds_no_image_and_says_one_is_missing(
     from sandbox.environment.spec import EnvironmentSpec
     from sandloop.errors import SandboxUnavailable
 
-    dockerfile = tmp_path / "Dockerfile.sandbox"
-    dockerfile.write_text(f"FROM debian:bookworm-slim AS shell\nLABEL sandloop.test={tmp_path.name}\n")
-    monkeypatch.setattr(images, "DOCKERFILE", dockerfile)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _own_dockerfile(tmp_path, monkeypatch, "shell")
     with pytest.raises(SandboxUnavailable, match="is not there: run scripts/bootstrap"):
         describe(EnvironmentSpec(), user_workspace, docker_client)
     assert not images.is_current(docker_client, "shell")
