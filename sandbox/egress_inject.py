@@ -35,6 +35,9 @@ from typing import Any
 __all__ = ["BodyFence", "Injector", "Masker", "ResponseGuard", "Secret", "relay", "rewrite_head"]
 
 MAX_HEAD = 64 << 10
+# Decoded bytes per step of a compressed answer: deflate inflates up to about a thousandfold, so
+# one 64 KiB read could otherwise become 64 MiB in the proxy at once (a small container).
+INFLATE_STEP = 256 << 10
 _HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade",
         "accept-encoding"}
 
@@ -127,7 +130,9 @@ class ResponseGuard:
     the head and in the body's *content*. A chunked or compressed body is decoded first (an echo
     split across chunks or compressed, though the proxy asked for no coding, would pass a mask
     of the raw bytes) and then sent as it comes until the connection ends (``Connection: close``
-    was asked for); a coding the proxy cannot decode is a ``502`` in its place."""
+    was asked for); a coding the proxy cannot decode is a ``502`` in its place. A compressed
+    body is inflated :data:`INFLATE_STEP` bytes at a time: :meth:`feed` gives the first step and
+    :meth:`pending` each next one, so the proxy holds one step, whatever the ratio."""
 
     def __init__(self, forms: list[str], method: str) -> None:
         self.masker = Masker(forms)
@@ -135,6 +140,7 @@ class ResponseGuard:
         self.head = b""
         self.decode: Callable[[bytes], bytes] | None = None  # None: still in the head
         self.inflate: Any = None
+        self.tail = b""  # compressed bytes not inflated yet (the last step hit its bound)
 
     def feed(self, data: bytes) -> bytes:
         if self.decode is not None:
@@ -180,11 +186,7 @@ class ResponseGuard:
                     return b""
                 data, fence.payload = fence.payload, b""
             if self.inflate is not None:
-                try:
-                    data = self.inflate.decompress(data)
-                except zlib.error:
-                    self.inflate, self.decode = None, lambda _: b""  # the rest cannot be read: dropped
-                    return b""
+                return self._inflate(self.tail + data)
             return self.masker.feed(data)
 
         self.decode = decode
@@ -192,6 +194,22 @@ class ResponseGuard:
         lines = [line for line in head.split(b"\r\n") if line.split(b":", 1)[0].strip().lower().decode("latin-1")
                  not in drop]
         return self.masker._mask(b"\r\n".join([*lines, b"Connection: close", b"", b""]))
+
+    def _inflate(self, data: bytes) -> bytes:
+        try:
+            out = self.inflate.decompress(data, INFLATE_STEP)
+        except zlib.error:
+            self.inflate, self.tail, self.decode = None, b"", lambda _: b""  # the rest cannot be read: dropped
+            return b""
+        self.tail = self.inflate.unconsumed_tail
+        return self.masker.feed(out)
+
+    def pending(self) -> bytes:
+        """The next step of a compressed answer already received, masked; empty when none is left."""
+        if self.inflate is None or not self.tail:
+            return b""
+        tail, self.tail = self.tail, b""
+        return self._inflate(tail)
 
     def flush(self) -> bytes:
         return self.masker.flush()
@@ -361,7 +379,12 @@ def relay(client: socket.socket, upstream: socket.socket, idle_s: float,
                 data = _recv(src)
                 masking = masker is not None and src is upstream
                 if data:
-                    if masker is not None and masking:
+                    if isinstance(masker, ResponseGuard) and masking:
+                        data = masker.feed(data)
+                        while more := masker.pending():  # a compressed answer, one bounded step at a time
+                            dst.sendall(data)
+                            data = more
+                    elif masker is not None and masking:
                         data = masker.feed(data)
                     elif fence is not None and src is client:
                         data = fence.feed(data)  # past the body: read, never sent

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.egress_inject import Injector, Secret
+from sandbox.egress_inject import INFLATE_STEP, Injector, ResponseGuard, Secret
 from sandbox.session_ca import SessionCA
 from tests.egress.https_world import make_pki
 
@@ -222,6 +222,31 @@ def test_an_echo_gzip_encoded_despite_the_request_is_masked(tunnel: Tunnel) -> N
     assert b"Accept-Encoding: identity" in _sent_upstream(tunnel)
     assert out.startswith(b"HTTP/1.1 200") and out.endswith(b"\r\n\r\nyou sent: Bearer " + b"*" * len(TOKEN)), out
     assert b"content-encoding" not in out.lower() and b"content-length" not in out.lower()
+
+
+def test_a_compression_bomb_is_inflated_a_bounded_step_at_a_time_and_its_echo_masked(tunnel: Tunnel) -> None:
+    # 32 MiB of zeros and the token: about 32 KiB on the wire. Inflated at once it would be one
+    # 32 MiB buffer in the proxy; in steps it reaches the sandbox whole, masked where it ends.
+    size = 32 << 20
+    body = gzip.compress(b"\0" * size + TOKEN.encode(), compresslevel=9)
+    assert len(body) < 64 << 10
+    tunnel.upstream.answer = (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n"
+                              b"Connection: close\r\n\r\n" % len(body)) + body
+    out = tunnel.exchange(b"GET / HTTP/1.1\r\nHost: api.test\r\n\r\n")
+    head, got = out.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200") and len(got) == size + len(TOKEN)
+    assert got.endswith(b"*" * len(TOKEN)) and got.count(b"\0") == size
+
+
+def test_each_step_of_an_inflated_answer_is_bounded() -> None:
+    guard = ResponseGuard([TOKEN], "GET")
+    body = gzip.compress(b"x" * (8 << 20), compresslevel=9)
+    steps = [guard.feed(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n" + body)]
+    while more := guard.pending():
+        steps.append(more)
+    assert max(len(step) for step in steps[1:]) <= INFLATE_STEP
+    assert len(steps) >= (8 << 20) // INFLATE_STEP
+    assert sum(len(step) for step in steps) + len(guard.flush()) > 8 << 20
 
 
 def test_a_coding_the_proxy_cannot_read_is_a_502(tunnel: Tunnel) -> None:
