@@ -164,6 +164,10 @@ async def serve_http(options: ServeOptions, bind: Bind, *, idle_timeout_s: float
     except OSError as exc:
         sock.close()
         raise ConfigError(f"--http {bind.host}:{bind.port}: cannot listen there ({exc.strerror})") from None
+    # Listening before the URL is printed: a client that reads it and connects at once would
+    # otherwise be refused until uvicorn's start-up got to listen() itself. Connections made
+    # meanwhile wait in the backlog and are served once the app has started.
+    sock.listen(2048)
     port = sock.getsockname()[1]
     bind = Bind(bind.host, port, bind.loopback)
     host = f"[{bind.host}]" if ":" in bind.host else bind.host

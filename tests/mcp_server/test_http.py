@@ -4,6 +4,8 @@ MCP session, the SDK's client connecting as any client would."""
 from __future__ import annotations
 
 import contextlib
+import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,20 @@ async def test_an_open_session_is_closed_when_the_server_stops(docker_client: An
                     await client.__aexit__(None, None, None)
     (run,) = (state / "sandloop" / "runs").iterdir()
     assert (run / "summary.json").is_file()  # closed properly, not only reaped
+
+
+def test_the_url_is_printed_once_the_server_accepts_connections(repo: Path) -> None:
+    # A client that connects the moment it reads the URL must not be refused: frozen right
+    # after printing it, the server's socket must already complete a handshake (the kernel
+    # does that for a listening socket, whoever is frozen).
+    with http_server(repo, "--browser", "off") as server:
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            port = int(server.url.rsplit(":", 1)[1].split("/", 1)[0])
+            with socket.create_connection(("127.0.0.1", port), timeout=10):
+                pass
+        finally:
+            server.process.send_signal(signal.SIGCONT)
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0:0", "[::]:0", "example.test:8000"])
