@@ -31,6 +31,11 @@ class Gate(Protocol):
         ``size_bytes``: the size of the patch it comes with, for the policy's size limit)"""
         ...
 
+    async def patch_refused(self, path: str, kind: PatchKind, verdict: Verdict, *, call_id: str) -> None:
+        """Record a file operation refused before or beside the policy (an unsafe or read-only
+        path, a symlink): one DENY decision with its rule, like the policy's own refusals."""
+        ...
+
     async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
                       **fields: Any) -> None:
         """Record what came of an allowed action (a file a patch changed, a command's exit and

@@ -86,6 +86,14 @@ class PolicyGate:
                                   lambda: self.engine.patch(path, kind, size_bytes=size_bytes),
                                   path=path, operation=kind, size_bytes=size_bytes)
 
+    async def patch_refused(self, path: str, kind: PatchKind, verdict: Verdict, *, call_id: str) -> None:
+        # Where the policy refuses the path by the same rule, its verdict names where the rule
+        # is written; the patch's own text stays the justification (it is what the model read).
+        policy: Verdict = self.engine.patch(path, kind)
+        source = policy.source if policy.rule_id == verdict.rule_id else verdict.source
+        final = Verdict(Decision.DENY, verdict.justification, verdict.rule_id, source)
+        await self._decide("patch", f"{kind} {path}", call_id, lambda: final, path=path, operation=kind)
+
     async def url(self, url: str, *, call_id: str) -> Verdict:
         verdict: Verdict = self.engine.url(url)
         if verdict.decision is not Decision.PROMPT:

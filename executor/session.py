@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from executor.gate import Gate
 from sandbox.base import Closing, Session
 from sandbox.patch import paths
+from sandbox.patch.apply import PATH_RULE, path_refusal
 from sandloop.errors import PathRefused, PolicyDenied
 from sandloop.files import FileChange, PatchKind
 from sandloop.limits import Limits
 from sandloop.results import CommandResult
-from sandloop.verdict import Verdict
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["Sandbox"]
 
@@ -97,17 +98,36 @@ class Sandbox(Closing):
         it: the path is checked as a patch's would be (read-only globs such as ``.git/**``),
         then the policy decides ``create_file`` or ``update_file``; the write is atomic."""
         content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        clean = paths.validate(path, self.read_only_globs)
-        info = await self._session.stat(clean)
-        if info is not None and (info.is_dir or info.is_symlink):
-            raise PathRefused(f"{clean} is a {'directory' if info.is_dir else 'symlink'}")
-        kind: PatchKind = "update_file" if info is not None else "create_file"
         call_id = _call_id()
-        verdict = await self._gate.patch(clean, kind, call_id=call_id, size_bytes=len(content))
-        if not verdict.allowed:
-            raise _refusal(f"{kind} {clean}", verdict)
-        await self._session.commit([FileChange(clean, content, mode)])
+        clean, kind, refusal = await self._file(path)
+        if refusal is None:
+            verdict = await self._gate.patch(clean, kind, call_id=call_id, size_bytes=len(content))
+            if not verdict.allowed:
+                raise _refusal(f"{kind} {clean}", verdict)
+            try:
+                await self._session.commit([FileChange(clean, content, mode)])
+            except PathRefused as exc:  # the session's own check, where the file lives
+                refusal = Verdict(Decision.DENY, str(exc), PATH_RULE)
+        if refusal is not None:  # refused here, not by the policy: recorded as its refusals are
+            await self._gate.patch_refused(clean, kind, refusal, call_id=call_id)
+            raise PathRefused(refusal.justification)
         await self._gate.outcome("patch", clean, call_id=call_id, ok=True, detail="written")
+
+    async def _file(self, path: str) -> tuple[str, PatchKind, Verdict | None]:
+        """The path as a patch's is checked (read-only globs such as ``.git/**``, no
+        directory, no symlink): (clean path, the operation it is, the refusal if refused)."""
+        clean, refusal = path_refusal(path, self.read_only_globs)
+        if refusal is not None:
+            return clean, "create_file", refusal
+        try:
+            info = await self._session.stat(clean)
+        except PathRefused as exc:
+            return clean, "create_file", Verdict(Decision.DENY, str(exc), PATH_RULE)
+        kind: PatchKind = "update_file" if info is not None else "create_file"
+        if info is not None and (info.is_dir or info.is_symlink):
+            what = "directory" if info.is_dir else "symlink"
+            return clean, kind, Verdict(Decision.DENY, f"{clean} is a {what}", PATH_RULE)
+        return clean, kind, None
 
     async def close(self) -> None:
         await self._closer()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agents.editor import ApplyPatchOperation, ApplyPatchResult
 
 from executor.agents_sdk.policy import PolicyBridge, patch_call
-from executor.handlers.apply_patch import gate_allow, gate_outcomes, handle_apply_patch_call
+from executor.handlers.apply_patch import gate_allow, gate_outcomes, gate_refused, handle_apply_patch_call
 
 __all__ = ["SandboxEditor"]
 
@@ -47,6 +47,7 @@ class SandboxEditor:
         size = len((op.diff or "").encode("utf-8"))
         out = await handle_apply_patch_call(
             patch_call(item, call_id), tb.session, allow=gate_allow(gate, call_id, size),
-            on_applied=gate_outcomes(gate, call_id), read_only_globs=tb.patch_read_only_globs,
+            on_applied=gate_outcomes(gate, call_id), refused=gate_refused(gate, call_id),
+            read_only_globs=tb.patch_read_only_globs,
             dry_run=tb.patch_dry_run)
         return ApplyPatchResult(out["status"], out.get("output"))

@@ -36,7 +36,7 @@ from openai.types.responses import ResponseApplyPatchToolCall
 from pydantic import BaseModel
 
 from executor.approvals import ApprovalAnswer, ApprovalRequest
-from executor.handlers.apply_patch import gate_allow, handle_apply_patch_call
+from executor.handlers.apply_patch import gate_allow, gate_refused, handle_apply_patch_call
 from executor.handlers.shell import describe_refusal
 from executor.policy_gate import PolicyGate
 from executor.toolbox import Toolbox
@@ -188,9 +188,13 @@ class PolicyBridge:
             questions.append(Question("patch", f"{kind} {path}", verdict))
             return Verdict(Decision.ALLOW, "listing the questions")  # go on to the next one
 
+        async def refused(path: str, kind: PatchKind, verdict: Verdict) -> None:
+            # a path the patch refuses itself (read-only, outside): a refusal to record as well
+            questions.append(Question("patch", f"{kind} {path}", verdict))
+
         try:
             fileop = v4a.from_api(str(op.get("type")), str(op.get("path")), op.get("diff"))
-            await apply_operations(_NoReads(), [fileop], allow=ask,
+            await apply_operations(_NoReads(), [fileop], allow=ask, refused=refused,
                                    read_only_globs=self.toolbox.patch_read_only_globs)
         except (_Unread, SandloopError):
             pass  # a malformed patch or path asks nothing: the editor answers with the error
@@ -252,6 +256,7 @@ class PolicyBridge:
         # answers the same questions, records them, and the refusal reads as in `sandloop run`
         out = await handle_apply_patch_call(patch_call(op, call_id), _NoReads(),
                                             allow=gate_allow(gate, call_id, _size(op)),
+                                            refused=gate_refused(gate, call_id),
                                             read_only_globs=self.toolbox.patch_read_only_globs)
         return str(out.get("output") or "")
 

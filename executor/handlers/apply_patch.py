@@ -32,7 +32,7 @@ from executor.items import Output, ResourceKey
 from executor.kinds import ToolKind
 from sandbox.base import Session, with_session_notes
 from sandbox.patch import envelope, paths, v4a
-from sandbox.patch.apply import Allow, PatchResult, apply_operations
+from sandbox.patch.apply import Allow, PatchResult, Refused, apply_operations
 from sandloop.errors import PatchParseError, SandloopError, describe
 from sandloop.files import PatchKind
 from sandloop.verdict import Decision, Verdict
@@ -45,6 +45,7 @@ __all__ = [
     "envelope_resources",
     "gate_allow",
     "gate_outcomes",
+    "gate_refused",
     "handle_apply_patch_call",
     "handle_apply_patch_custom_call",
 ]
@@ -128,14 +129,15 @@ async def apply_ops(
     read_only_globs: Sequence[str],
     dry_run: bool,
     on_applied: Applied | None = None,
+    refused: Refused | None = None,
 ) -> tuple[bool, str]:
     """Parse (``operations``) and apply a patch in one transaction: (applied?, the text the
     model reads). Never raises: every call is answered, and describe() names unexpected bugs
-    too."""
+    too. ``refused`` is told of paths the patch refuses itself (see :func:`gate_refused`)."""
     try:
         result = await apply_operations(
-            session, operations(), allow=allow, read_only_globs=read_only_globs, dry_run=dry_run
-        )
+            session, operations(), allow=allow, read_only_globs=read_only_globs, dry_run=dry_run,
+            refused=refused)
     except Exception as exc:
         return False, with_session_notes(describe(exc), session)
     if on_applied is not None and not dry_run:
@@ -151,10 +153,12 @@ async def handle_apply_patch_call(
     read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
     dry_run: bool = False,
     on_applied: Applied | None = None,
+    refused: Refused | None = None,
 ) -> ApplyPatchCallOutput:
     """Apply one ``apply_patch_call`` and build its ``apply_patch_call_output``."""
     ok, text = await apply_ops(lambda: [_operation(item)], session, allow=allow,
-                            read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
+                               read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied,
+                               refused=refused)
     out: ApplyPatchCallOutput = {
         "type": "apply_patch_call_output",
         "call_id": item.call_id,
@@ -181,10 +185,12 @@ async def handle_apply_patch_custom_call(
     read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
     dry_run: bool = False,
     on_applied: Applied | None = None,
+    refused: Refused | None = None,
 ) -> ResponseCustomToolCallOutputParam:
     """Apply the envelope patch of a custom ``apply_patch`` call; the output text tells how."""
     _, text = await apply_ops(lambda: _envelope_operations(item), session, allow=allow,
-                           read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied)
+                              read_only_globs=read_only_globs, dry_run=dry_run, on_applied=on_applied,
+                              refused=refused)
     out: ResponseCustomToolCallOutputParam = {
         "type": "custom_tool_call_output",
         "call_id": item.call_id,
@@ -241,6 +247,17 @@ def gate_allow(gate: Gate | None, call_id: str, size_bytes: int) -> Allow:
     return allow
 
 
+def gate_refused(gate: Gate | None, call_id: str) -> Refused:
+    """Paths the patch transaction refuses itself (unsafe, read-only, a symlink), recorded by
+    the gate as its own refusals are: the audit log, the run's progress, the report."""
+
+    async def refused(path: str, kind: PatchKind, verdict: Verdict) -> None:
+        if gate is not None:
+            await gate.patch_refused(path, kind, verdict, call_id=call_id)
+
+    return refused
+
+
 def append_note(output: Output, note: str) -> Output:
     text = str(output.get("output") or "")
     return {**output, "output": f"{text}\n{note}" if text else note}
@@ -279,7 +296,7 @@ class ApplyPatchCallKind(ToolKind[ResponseApplyPatchToolCall]):
         assert tb.session is not None  # unavailable() said so
         out = await handle_apply_patch_call(
             call, tb.session, allow=gate_allow(tb.gate, call.call_id, _size(call)),
-            on_applied=gate_outcomes(tb.gate, call.call_id),
+            on_applied=gate_outcomes(tb.gate, call.call_id), refused=gate_refused(tb.gate, call.call_id),
             read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
         return dict(out)
 

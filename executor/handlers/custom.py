@@ -19,6 +19,7 @@ from executor.handlers.apply_patch import (
     envelope_resources,
     gate_allow,
     gate_outcomes,
+    gate_refused,
     handle_apply_patch_custom_call,
 )
 from executor.handlers.function import append_note, gate_refusal, invoke, lookup, output_value
@@ -84,7 +85,7 @@ class CustomToolCallKind(ToolKind[ResponseCustomToolCall]):
             assert tb.session is not None  # unavailable() said so
             out = await handle_apply_patch_custom_call(
                 call, tb.session, allow=gate_allow(tb.gate, call.call_id, len(call.input.encode("utf-8"))),
-                on_applied=gate_outcomes(tb.gate, call.call_id),
+                on_applied=gate_outcomes(tb.gate, call.call_id), refused=gate_refused(tb.gate, call.call_id),
                 read_only_globs=tb.patch_read_only_globs, dry_run=tb.patch_dry_run)
             return dict(out)
         loaded = tb.catalog.loaded if tb.catalog is not None else None

@@ -20,7 +20,7 @@ from typing import Any
 from openai.types.responses import ResponseComputerToolCall
 from pydantic import ValidationError
 
-from executor.handlers.apply_patch import apply_ops, gate_allow, gate_outcomes
+from executor.handlers.apply_patch import apply_ops, gate_allow, gate_outcomes, gate_refused
 from executor.handlers.computer import handle_computer_call
 from executor.handlers.shell import Step, apply_length, effective_timeout_ms, run_steps, shell_call_output
 from executor.items import COMPUTER
@@ -162,15 +162,24 @@ async def apply_patch(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> C
     session, gate = _ready(toolbox)
     ask = gate_allow(gate, call_id, len(args["patch"].encode("utf-8")))
     record = gate_outcomes(gate, call_id)
+    record_refusal = gate_refused(gate, call_id)
     refused: dict[str, Any] | None = None
     files: list[dict[str, str]] = []
 
-    async def allow(path: str, kind: PatchKind) -> Verdict:
+    def note(path: str, kind: PatchKind, verdict: Verdict) -> None:
         nonlocal refused
-        verdict = await ask(path, kind)
         if not verdict.allowed and refused is None:
             refused = {**(_refusal(verdict) or {}), "path": path, "operation": kind}
+
+    async def allow(path: str, kind: PatchKind) -> Verdict:
+        verdict = await ask(path, kind)
+        note(path, kind, verdict)
         return verdict
+
+    async def refuse(path: str, kind: PatchKind, verdict: Verdict) -> None:
+        # a path the patch refuses itself (read-only, outside the workspace, a symlink)
+        await record_refusal(path, kind, verdict)
+        note(path, kind, verdict)
 
     async def applied(result: PatchResult) -> None:
         await record(result)
@@ -178,7 +187,8 @@ async def apply_patch(toolbox: Toolbox, call_id: str, args: dict[str, Any]) -> C
                      for c in result.changes)
 
     ok, text = await apply_ops(lambda: _patch_operations(args), session, allow=allow,
-                               read_only_globs=toolbox.patch_read_only_globs, dry_run=False, on_applied=applied)
+                               read_only_globs=toolbox.patch_read_only_globs, dry_run=False, on_applied=applied,
+                               refused=refuse)
     item = _patch_item(call_id, args)
     output: dict[str, Any] = (
         {"type": "apply_patch_call_output", "call_id": call_id, "status": "completed" if ok else "failed",

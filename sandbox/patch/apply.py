@@ -7,6 +7,10 @@ The transaction has four phases, and nothing is written before the last one:
 3. read every file through the session and compute every new text (pure functions);
 4. one ``session.commit([...])``, which the session applies atomically.
 
+A path the patch refuses on its own — unsafe or read-only (phase 1), a directory, a symlink or
+one the session refuses (phases 3 and 4) — is told to the caller's ``refused`` callback as a
+DENY verdict with its rule, so that it is recorded like the policy's own refusals.
+
 Operations see the effect of earlier ones in the same patch (add a file, then update it), so
 the commit carries each path's final state once. Any failure raises the error of the operation
 that failed, prefixed with which operation it was; the session has not been asked to write.
@@ -22,11 +26,17 @@ from sandbox.base import Session
 from sandbox.patch import paths, v4a
 from sandloop.errors import FileMissing, PathRefused, PolicyDenied, SandloopError
 from sandloop.files import FileChange, PatchKind
-from sandloop.verdict import Verdict
+from sandloop.verdict import Decision, Verdict
 
-__all__ = ["Allow", "PatchResult", "apply_operations"]
+__all__ = ["PATH_RULE", "READ_ONLY_RULE", "Allow", "PatchResult", "Refused", "apply_operations",
+           "path_refusal"]
 
 Allow = Callable[[str, PatchKind], Awaitable[Verdict]]
+#: told of a path the patch refused itself, with the refusal (a DENY naming its rule)
+Refused = Callable[[str, PatchKind, Verdict], Awaitable[None]]
+
+PATH_RULE = "files.path"  # not a regular file inside the workspace (the policy engine's rule too)
+READ_ONLY_RULE = "files.read_only"  # covered by a read-only glob (the policy's list)
 
 _VERBS = {"create": "created", "update": "updated", "delete": "deleted", "move": "moved"}
 _DRY_VERBS = {"create": "would create", "update": "would update", "delete": "would delete",
@@ -50,6 +60,14 @@ class PatchResult:
         return "\n".join(lines)
 
 
+class _NotAFile(PathRefused):
+    """A path the session refused, or found to be no regular file: which one, for the record."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 @dataclass
 class _Workspace:
     """The files as the patch sees them: session reads, overlaid with earlier operations."""
@@ -65,13 +83,24 @@ class _Workspace:
         if path in self.pending:
             return self.pending[path] is not None
         if path not in self._known:
-            info = await self.session.stat(path)
+            try:
+                info = await self.session.stat(path)
+            except PathRefused as exc:
+                raise _NotAFile(str(exc), path) from exc
             if info is not None and info.is_dir:
-                raise PathRefused(f"{path} is a directory")
+                raise _NotAFile(f"{path} is a directory", path)
             if info is not None and info.is_symlink:
-                raise PathRefused(f"{path} is a symlink; patch the file it points to instead")
+                raise _NotAFile(f"{path} is a symlink; patch the file it points to instead", path)
             self._known[path] = info is not None
         return self._known[path]
+
+    async def _original(self, path: str) -> bytes | None:
+        if path not in self.original:
+            try:
+                self.original[path] = await self.session.read_file(path)
+            except PathRefused as exc:
+                raise _NotAFile(str(exc), path) from exc
+        return self.original[path]
 
     async def read(self, path: str, kind: str) -> bytes:
         if path in self.pending:
@@ -79,9 +108,7 @@ class _Workspace:
         elif not await self.exists(path):
             data = None
         else:
-            if path not in self.original:
-                self.original[path] = await self.session.read_file(path)
-            data = self.original[path]
+            data = await self._original(path)
         if data is None:
             hint = "; use create_file to make a new file" if kind == "update_file" else ""
             raise FileMissing(f"{path} does not exist{hint}")
@@ -90,11 +117,14 @@ class _Workspace:
     async def set(self, path: str, content: bytes | None, mode: int | None = None) -> None:
         if path not in self.pending:
             existed = await self.exists(path)
-            if existed and self.keep_originals and path not in self.original:
-                self.original[path] = await self.session.read_file(path)
+            if existed and self.keep_originals:
+                await self._original(path)
         self.pending[path] = content
         if mode is not None:
             self.modes[path] = mode
+
+    def existed(self, path: str) -> bool:
+        return self._known.get(path, False)
 
     def changes(self) -> list[FileChange]:
         out: list[FileChange] = []
@@ -108,11 +138,26 @@ class _Workspace:
         return out
 
 
-def _validated(op: v4a.FileOp, read_only_globs: Sequence[str]) -> v4a.FileOp:
-    move_to = op.move_to
-    if move_to is not None:
-        move_to = paths.validate(move_to, read_only_globs)
-    return replace(op, path=paths.validate(op.path, read_only_globs), move_to=move_to)
+def path_refusal(path: str, read_only_globs: Sequence[str]) -> tuple[str, Verdict | None]:
+    """(the path validated, normalized when it can be; the refusal with its rule, if refused)."""
+    try:
+        clean = paths.normalize(path)
+    except PathRefused as exc:
+        return path, Verdict(Decision.DENY, str(exc), PATH_RULE)
+    try:
+        return paths.validate(clean, read_only_globs), None
+    except PathRefused as exc:  # a normalized path is refused only by a read-only glob
+        return clean, Verdict(Decision.DENY, str(exc), READ_ONLY_RULE)
+
+
+def _targets(op: v4a.FileOp) -> list[tuple[str, PatchKind]]:
+    """The paths an operation names: a move's destination is created."""
+    return [(op.path, op.kind)] + ([(op.move_to, "create_file")] if op.move_to is not None else [])
+
+
+async def _tell(refused: Refused | None, path: str, kind: PatchKind, verdict: Verdict) -> None:
+    if refused is not None:
+        await refused(path, kind, verdict)
 
 
 def _checks(op: v4a.FileOp) -> list[tuple[str, PatchKind]]:
@@ -196,15 +241,21 @@ async def apply_operations(
     allow: Allow,
     read_only_globs: Sequence[str] = paths.DEFAULT_READ_ONLY_GLOBS,
     dry_run: bool = False,
+    refused: Refused | None = None,
 ) -> PatchResult:
-    """Apply ``ops`` to ``session`` in one commit (or compute them only, when ``dry_run``)."""
+    """Apply ``ops`` to ``session`` in one commit (or compute them only, when ``dry_run``);
+    ``refused`` is told of every path refused here rather than by ``allow``."""
     total = len(ops)
     checked: list[v4a.FileOp] = []
     for index, op in enumerate(ops, 1):
-        try:
-            checked.append(_validated(op, read_only_globs))
-        except SandloopError as exc:
-            raise _fail(exc, _label(op, index, total)) from exc
+        clean: list[str] = []
+        for path, kind in _targets(op):
+            name, refusal = path_refusal(path, read_only_globs)
+            if refusal is not None:
+                await _tell(refused, name, kind, refusal)
+                raise _fail(PathRefused(refusal.justification), _label(op, index, total))
+            clean.append(name)
+        checked.append(replace(op, path=clean[0], move_to=clean[1] if op.move_to is not None else None))
     for index, op in enumerate(checked, 1):
         for path, kind in _checks(op):
             verdict = await allow(path, kind)
@@ -218,11 +269,24 @@ async def apply_operations(
     for index, op in enumerate(checked, 1):
         try:
             summaries.append(await _run_one(ws, op, verbs))
+        except _NotAFile as exc:
+            moved_to = exc.path == op.move_to and op.move_to != op.path
+            await _tell(refused, exc.path, "create_file" if moved_to else op.kind,
+                        Verdict(Decision.DENY, str(exc), PATH_RULE))
+            raise _fail(PathRefused(str(exc)), _label(op, index, total)) from exc
         except SandloopError as exc:
             raise _fail(exc, _label(op, index, total)) from exc
     changes = ws.changes()
     if dry_run:
         return PatchResult(tuple(summaries), tuple(changes), True, _preview(ws, changes))
     if changes:
-        await session.commit(changes)
+        try:
+            await session.commit(changes)
+        except PathRefused as exc:  # the session's own check, where the files live
+            first = changes[0]
+            what: PatchKind = ("delete_file" if first.content is None
+                               else "update_file" if ws.existed(first.path) else "create_file")
+            await _tell(refused, ", ".join(c.path for c in changes), what,
+                        Verdict(Decision.DENY, str(exc), PATH_RULE))
+            raise
     return PatchResult(tuple(summaries), tuple(changes), False)
