@@ -107,6 +107,9 @@ async def test_a_git_config_patch_is_refused_and_the_file_untouched(repo: Path) 
     assert out["output"].startswith("path refused: update_file .git/config: '.git/config': the path is read-only")
     assert out["output"].endswith("No file was changed.")
     assert (repo / ".git" / "config").read_text() == GIT_CONFIG
+    # refused by the patch's own path check, and recorded as the policy's refusals are
+    assert [d[:3] for d in _decisions(run)] == [("update_file .git/config", "deny", "files.read_only")]
+    assert check(run.folder / "audit.jsonl", head=run.audit_head).problems == []
 
 
 async def test_a_patch_the_policy_denies_is_rejected_with_sandloops_text(repo: Path, tmp_path: Path) -> None:
