@@ -65,6 +65,9 @@ async def test_the_sandbox_asks_the_policy_and_the_audit_log_records_it(repo: Pa
         with pytest.raises(PathRefused, match="read-only"):
             await sandbox.write_file(".git/config", "[core]\n\thooksPath = /tmp\n")
         assert (repo / ".git" / "config").read_text() == GIT_CONFIG
+        with pytest.raises(PathRefused, match="inside the workspace"):
+            await sandbox.write_file("../outside.txt", "x")
+        assert not (repo.parent / "outside.txt").exists()
         # the opt-out: the raw session runs what it is given, and nothing is recorded
         raw = await sandbox.raw.run("echo unrecorded > raw.txt")
         assert raw.exit_code == 0 and (repo / "raw.txt").exists()
@@ -74,7 +77,10 @@ async def test_the_sandbox_asks_the_policy_and_the_audit_log_records_it(repo: Pa
     records = _records(folder)
     decisions = [(r["subject"], r["decision"], r["rule_id"]) for r in records if r["kind"] == "decision"]
     assert decisions == [("cat calc.py", "allow", "read-tools"), ("rm -rf victim", "deny", "rm"),
-                         ("create_file notes/todo.txt", "allow", "files.writable")]
+                         ("create_file notes/todo.txt", "allow", "files.writable"),
+                         # refused by the path check itself, recorded as the policy's refusals are
+                         ("create_file .git/config", "deny", "files.read_only"),
+                         ("create_file ../outside.txt", "deny", "files.path")]
     assert [(r["subject"], r["outcome"], r["detail"]) for r in records if r["kind"] == "outcome"] == [
         ("cat calc.py", "ok", "exit 0"), ("notes/todo.txt", "ok", "written")]
     assert check(folder / "audit.jsonl").problems == []
