@@ -34,6 +34,7 @@ CALLS: dict[str, tuple[dict[str, str], str]] = {
     "p_ro": (update_file("locked/data.txt", "@@\n-keep\n+changed\n"), "files.read_only"),
     "p_abs": (create_file("/workspace/abs.txt", "+x\n"), "files.path"),
     "p_link": (update_file("alias.txt", "@@\n-keep me\n+changed\n"), "files.path"),
+    "p_escape": (create_file("escape/planted.txt", "+x\n"), "files.path"),  # a directory symlink out
 }
 
 
@@ -49,6 +50,10 @@ def test_refused_patches_are_audited_with_their_rule(
     (user_workspace / "locked" / "data.txt").write_text("keep\n")
     (user_workspace / "victim").write_text("keep me\n")
     os.symlink("victim", user_workspace / "alias.txt")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chown(elsewhere, 1000, 1000)
+    os.symlink(elsewhere, user_workspace / "escape")
     for path in user_workspace.rglob("*"):
         os.lchown(path, 1000, 1000)
     outside = tmp_path / "outside.txt"
@@ -69,7 +74,8 @@ def test_refused_patches_are_audited_with_their_rule(
     assert outside.read_text() == "keep\n" and not (tmp_path / "abs.txt").exists()
     assert (user_workspace / "locked" / "data.txt").read_text() == "keep\n"
     assert (user_workspace / "victim").read_text() == "keep me\n"
-    assert sorted(p.name for p in user_workspace.iterdir()) == [".git", "alias.txt", "locked", "victim"]
+    assert sorted(p.name for p in user_workspace.iterdir()) == [".git", "alias.txt", "escape", "locked", "victim"]
+    assert list(elsewhere.iterdir()) == []
 
     # One DENY per call, with the rule; the read-only one names where the policy writes it.
     decisions = {r["call_id"]: r for r in _records(folder) if r["kind"] == "decision" and r["action"] == "patch"}
