@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,16 @@ import docker
 import pytest
 from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall
 
-from executor.handlers.apply_patch import handle_apply_patch_call, handle_apply_patch_custom_call
+from executor.approvals import DenyAll
+from executor.handlers.apply_patch import (
+    gate_allow,
+    gate_refused,
+    handle_apply_patch_call,
+    handle_apply_patch_custom_call,
+)
+from executor.policy_gate import PolicyGate
+from policies.audit import AuditLog, verify
+from policies.engine import load_policy
 from sandbox.docker import DockerSession
 from tests.patch.conftest import allow_all, tree
 
@@ -112,3 +122,32 @@ async def test_move_into_a_read_only_glob_is_refused_and_writes_nothing(
         assert text.startswith("path refused: update_file a.txt: "), text
         assert "the path is read-only (matches 'secret/**')" in text, text
         assert "No file was changed." in text
+
+
+class _PlantsBeforeCommit(DockerSession):
+    """The real session, whose sandbox swaps a checked directory for a symlink out just before
+    the commit: a shell command racing the patch, made to win every time."""
+
+    async def commit(self, changes: Any) -> None:
+        planted = await self.run("rm -r d && ln -s /etc d")
+        assert planted.exit_code == 0, planted.stderr.text
+        await super().commit(changes)
+
+
+async def test_a_symlink_planted_before_the_commit_is_refused_and_audited(
+    docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path
+) -> None:
+    (user_workspace / "d").mkdir()
+    os.chown(user_workspace / "d", 1000, 1000)
+    gate = PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"))
+    operation = {"type": "create_file", "path": "d/evil.conf", "diff": "+pwned\n"}
+    async with await _PlantsBeforeCommit.create(user_workspace, client=docker_client) as session:
+        out = await handle_apply_patch_call(_call(0, operation), session, allow=gate_allow(gate, "call_0", 7),
+                                            refused=gate_refused(gate, "call_0"))
+        leaked = await session.run("test ! -e /etc/evil.conf && echo clean")
+    assert out["status"] == "failed" and leaked.stdout.text == "clean\n", out
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    # The policy allowed the file; the session refused it where it lives, and that is recorded.
+    assert [(r["decision"], r["rule_id"], r["path"]) for r in records if r["kind"] == "decision"] == [
+        ("allow", "files.writable", "d/evil.conf"), ("deny", "files.path", "d/evil.conf")]
+    assert verify(tmp_path / "audit.jsonl") == []
