@@ -33,9 +33,9 @@ def test_the_header_facts(run: Run, scenario: Scenario) -> None:
     assert run.result is not None and run.result["reason"] == "answered"
     assert len(run.turns) == len(scenario.result.turns) == 7
     assert len(run.calls) == scenario.result.tool_calls == 15
-    assert run.audit.verified and len(run.decisions) == 14 <= run.audit.records  # and outcomes
+    assert run.audit.verified and len(run.decisions) == 15 <= run.audit.records  # and outcomes
     assert run.decision_counts() == {"allowed": 10, "prompted": 2, "approved": 1, "refused": 1,
-                                     "denied": 2}
+                                     "denied": 3}
     assert run.problems == [] and run.stray_decisions == []
 
 
@@ -45,7 +45,7 @@ def test_each_call_has_its_outcome_and_decisions(run: Run) -> None:
     printf = "3 commands"  # printf, seq, ls: each listed in the call's body, never joined with &&
     assert {s: c.status for s, c in calls.items()} == {
         "2 commands": "ok", printf: "failed", "curl http://127.0.0.1:9/": "denied",
-        "sleep 5": "timeout", "update_file a.txt": "ok", "update_file locked/x.txt": "failed",
+        "sleep 5": "timeout", "update_file a.txt": "ok", "update_file locked/x.txt": "denied",
         "rm old.txt": "ok", "rm keep.txt": "denied", navigate: "ok", "screenshot": "ok",
         "click, type, keypress": "ok", "scroll, drag, move": "ok",
         'lookup({"query": "what is <b>bold</b>?"})': "failed", "gh.list_issues": "ok",
@@ -82,7 +82,9 @@ def test_patches_views(run: Run) -> None:
     assert file.decision is not None and file.decision.rule_id == "files.writable"
     locked = calls["update_file locked/x.txt"]
     assert isinstance(locked.view, PatchView) and locked.view.status == "failed"
-    assert "read-only" in locked.view.message and locked.decisions == []
+    assert "read-only" in locked.view.message
+    # refused by the patch's own read-only check, and in the audit log like a policy denial
+    assert [(d.decision, d.rule_id) for d in locked.decisions] == [("deny", "files.read_only")]
 
 
 def test_computer_calls_chain_their_screenshots(run: Run) -> None:

@@ -128,15 +128,15 @@ def test_filters_show_only_denials_errors_or_one_type(opened: Opened, run: Run) 
     everything = [c.call_id for c in run.calls]
     page.click("button[data-flag=denied]")
     denied = [c.call_id for c in run.calls if c.denied]
-    assert visible_ids(opened) == denied and len(denied) == 3  # curl, rm keep.txt, gh.delete_repo
+    assert visible_ids(opened) == denied and len(denied) == 4  # curl, locked/x.txt, rm keep.txt, gh.delete_repo
     assert page.locator(".entry.message:visible").count() == 0  # only calls while filtering
-    assert shown(page.locator("#shown")) == f"3 of {len(everything)} calls"
+    assert shown(page.locator("#shown")) == f"4 of {len(everything)} calls"
     page.click("button[data-flag=error]")
     errors = [c.call_id for c in run.calls if "error" in c.flags]
     assert visible_ids(opened) == errors
-    # a refusal is not an error: the denied commands are not here, the failed and timed out are
+    # a refusal is not an error: the denied commands and patch are not here, the failed and timed out are
     assert [c.summary.split(" ")[0] for c in run.calls if c.call_id in errors] == [
-        "3", "sleep", "update_file", 'lookup({"query":']  # "3 commands": printf, seq, ls
+        "3", "sleep", 'lookup({"query":']  # "3 commands": printf, seq, ls
     page.click("button[data-flag=all]")
     page.select_option("#type", "apply_patch_call")
     assert visible_ids(opened) == [c.call_id for c in run.calls if c.type == "apply_patch_call"]
