@@ -32,10 +32,14 @@ from executor.kinds import Answer, MalformedCall, ToolKind
 from executor.registry import kinds_for
 from executor.toolbox import Toolbox
 from sandloop.errors import NotEnabled, SafetyCheckRefused, SandboxTimeout, describe
+from sandloop.verdict import Decision, Verdict
 
 __all__ = ["CallRecord", "DispatchResult", "Dispatcher", "EventSink"]
 
 log = logging.getLogger("sandloop.dispatch")
+
+#: the rule a call is refused by when this run does not offer its tool (off, or no back-end)
+NOT_ENABLED_RULE = "tools.not_enabled"
 
 #: progress events: (kind, fields) — "call_start", "call_end", "decision", …
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -129,6 +133,10 @@ class Dispatcher:
         call = kind.parse(item)
         why = kind.unavailable(call)
         if why is not None:
+            if self.toolbox.gate is not None:  # refused by the run, not its policy: recorded all the same
+                await self.toolbox.gate.refused(work.record.type, work.record.summary,
+                                                Verdict(Decision.DENY, why, NOT_ENABLED_RULE),
+                                                call_id=work.record.call_id)
             raise NotEnabled(why)
         if kind.in_background(call):
             self.toolbox.tasks.start(work.record.call_id, lambda: self._run(kind, call),

@@ -36,6 +36,11 @@ class Gate(Protocol):
         path, a symlink): one DENY decision with its rule, like the policy's own refusals."""
         ...
 
+    async def refused(self, what: str, subject: str, verdict: Verdict, *, call_id: str, **fields: Any) -> None:
+        """Record a call refused outside the policy (a tool this run does not offer): one
+        decision with ``verdict``'s rule, reported as the policy's refusals are."""
+        ...
+
     async def outcome(self, action: str, subject: str, *, call_id: str, ok: bool, detail: str = "",
                       **fields: Any) -> None:
         """Record what came of an allowed action (a file a patch changed, a command's exit and

@@ -54,18 +54,27 @@ class PolicyGate:
                             f"{answer.reason} (rule: {verdict.justification})",
                             verdict.rule_id, verdict.source)
             approved_by = answer.reason
+        self._record(kind, subject, call_id, final, verdict, approved_by, fields)
+        return final
+
+    def _record(self, what: str, subject: str, call_id: str, final: Verdict, verdict: Verdict,
+                approved_by: str | None, fields: dict[str, Any]) -> None:
+        """One decision in the audit log and the progress (``verdict``: the policy's answer)."""
         if self.audit is not None:
             self.audit.record(
-                "decision", action=kind, subject=subject, call_id=call_id,
+                "decision", action=what, subject=subject, call_id=call_id,
                 decision=final.decision.value, policy_decision=verdict.decision.value,
                 rule_id=final.rule_id, source=final.source, justification=final.justification,
                 approval=approved_by, **fields)
         if self.on_event is not None:
             with contextlib.suppress(Exception):  # a failing observer must not decide anything
-                self.on_event("decision", {"what": kind, "subject": subject, "call_id": call_id,
+                self.on_event("decision", {"what": what, "subject": subject, "call_id": call_id,
                                            "decision": final.decision.value,
                                            "rule_id": final.rule_id})
-        return final
+
+    async def refused(self, what: str, subject: str, verdict: Verdict, *, call_id: str, **fields: Any) -> None:
+        """A refusal made outside the policy, recorded and reported as the policy's are."""
+        self._record(what, subject, call_id, verdict, verdict, None, fields)
 
     async def shell(self, command: str, *, call_id: str) -> Verdict:
         return await self._decide("shell", command, call_id, lambda: self.engine.shell(command))
@@ -92,7 +101,7 @@ class PolicyGate:
         policy: Verdict = self.engine.patch(path, kind)
         source = policy.source if policy.rule_id == verdict.rule_id else verdict.source
         final = Verdict(Decision.DENY, verdict.justification, verdict.rule_id, source)
-        await self._decide("patch", f"{kind} {path}", call_id, lambda: final, path=path, operation=kind)
+        await self.refused("patch", f"{kind} {path}", final, call_id=call_id, path=path, operation=kind)
 
     async def url(self, url: str, *, call_id: str) -> Verdict:
         verdict: Verdict = self.engine.url(url)

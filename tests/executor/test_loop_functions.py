@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -240,3 +241,29 @@ def test_run_sync_wrapper_with_the_sync_client() -> None:
         assert server.rejections == []
     assert (result.final_text, result.exit_code) == ("sync ok", ExitCode.ANSWERED)
     assert result.turns[0].calls[0].outcome == '{"city": "Kyiv", "temp_c": 22}'
+
+
+async def test_a_call_the_run_does_not_offer_is_an_audited_refusal(tmp_path: Path) -> None:
+    from executor.approvals import DenyAll
+    from executor.policy_gate import PolicyGate
+    from executor.testing import apply_patch_call, create_file
+    from policies.audit import AuditLog, verify
+    from policies.engine import load_policy
+
+    # A gate but no sandbox: neither the shell nor apply_patch is offered, and the model calls both.
+    shown: list[dict[str, Any]] = []  # what the run's progress is told
+    gate = PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"),
+                      on_event=lambda kind, data: shown.append(data))
+    run = await run_loop(
+        [[shell_call(["rm -rf ."], call_id="c_sh"),
+          apply_patch_call(create_file(".git/hooks/pre-commit", "+x\n"), call_id="c_ap")],
+         [message("ok")]], Toolbox(gate=gate))
+    shell, patch = run.outputs(1)
+    assert "not enabled" in shell["output"][0]["stderr"] and patch["status"] == "failed"
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(r["call_id"], r["action"], r["decision"], r["rule_id"]) for r in records] == [
+        ("c_sh", "shell_call", "deny", "tools.not_enabled"),
+        ("c_ap", "apply_patch_call", "deny", "tools.not_enabled")]
+    assert records[1]["subject"] == "create_file .git/hooks/pre-commit"
+    assert [(d["decision"], d["rule_id"]) for d in shown] == [("deny", "tools.not_enabled")] * 2
+    assert verify(tmp_path / "audit.jsonl") == []
