@@ -152,4 +152,4 @@ def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverride
             task=task, repo=repo, model=model, base_url=base_url, api_key=api_key,
             policy=policy, browser=placement(args.browser), budgets=budgets,
             stateless=args.stateless, log=Path(args.log) if args.log else None,
-            record=Path(args.record) if args.record else None, image=image)
+            record=Path(args.record) if args.record else None, image=image, backend=args.backend)

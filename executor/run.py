@@ -55,7 +55,8 @@ from sandloop.errors import ConfigError, SandloopError, describe
 from sandloop.hostfiles import HostDir, refuse_inside
 
 __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunFiles", "RunOptions",
-           "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_toolbox", "run_task"]
+           "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_desktop_computer", "open_toolbox",
+           "placement", "run_task"]
 
 log = logging.getLogger("sandloop.run")
 
@@ -98,7 +99,10 @@ class RunOptions:
     api_key: str | None = None
     #: a policy file or a preset name; None: the default preset
     policy: str | Path | None = None
-    browser: str = "off"  # "off", "container", "local", "auto", or "desktop" (a Linux desktop instead)
+    #: where computer calls go: "off", "container", "local", "auto" (Chromium), or "desktop" (a
+    #: Linux desktop instead); None: the policy's ``[computer] environment`` chooses (the desktop,
+    #: else off). See :func:`placement`.
+    browser: str | None = None
     #: with the desktop: a VNC view of it on this machine's loopback (``--live-view``)
     live_view: bool = False
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
@@ -157,6 +161,8 @@ class Runtime:
     audit: AuditLog
     engine: PolicyEngine
     gate: PolicyGate
+    #: where the run's computer calls go (:func:`placement`)
+    placement: str = "off"
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,8 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
     ``restore``: the snapshot a resumed session starts from."""
     engine = load_policy(opts.policy)
     policy = engine.policy
+    # refused before anything starts: a placement the policy contradicts is a usage error
+    where = placement(opts.browser, policy, live_view=opts.live_view)
     approvals = opts.approvals or (DenyAll() if policy.unattended or not sys.stdin.isatty()
                                    else TerminalPrompt())
     audit = AuditLog(log_dir / AUDIT_NAME)
@@ -229,15 +237,32 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
         toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
-        if opts.browser == "desktop":
+        if where == "desktop":
             await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model,
                                         live_view=opts.live_view)
-        elif opts.browser != "off":
-            if policy.computer.environment == "desktop":
-                raise ConfigError(f"the policy's [computer] environment is \"desktop\": use --desktop, not "
-                                  f"--browser {opts.browser}")
-            await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
-        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
+        elif where != "off":
+            await open_computer(toolbox, gate, policy, stack, placement=where, model=opts.model)
+        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate, where)
+
+
+def placement(requested: str | None, policy: Policy, *, default: str = "off", live_view: bool = False) -> str:
+    """Where computer calls go: ``requested`` (``--browser``/``--desktop``, the API's ``browser=``),
+    else the policy's ``[computer] environment`` (its desktop, else ``default``). A browser asked
+    for under a desktop policy is refused (ConfigError), as is a live view of no desktop: the
+    policy, the command line and the run must never disagree about what the model is driving.
+    "off" is never refused: it offers no computer at all."""
+    desktop = policy.computer.environment == "desktop"
+    if requested is None:
+        chosen = "desktop" if desktop else default
+    elif desktop and requested not in ("desktop", "off"):
+        raise ConfigError(f'the policy\'s [computer] environment is "desktop": computer calls drive its desktop, '
+                          f"not a browser (--browser {requested}); drop --browser, or use a policy without it")
+    else:
+        chosen = requested
+    if live_view and chosen != "desktop":
+        raise ConfigError('--live-view watches the desktop: give --desktop (or a policy with [computer] '
+                          'environment = "desktop")')
+    return chosen
 
 
 def resume_from(opts: RunOptions, loaded: LoadedSnapshot, folder: Path) -> tuple[Restore, list[str]]:
@@ -389,6 +414,11 @@ class Run:
         return self.runtime.toolbox
 
     @property
+    def placement(self) -> str:
+        """Where this run's computer calls go: "off", "container", "local", "auto" or "desktop"."""
+        return self.runtime.placement
+
+    @property
     def gate(self) -> PolicyGate:
         """The policy gate every action of this run asks (approvals and audit log included)."""
         return self.runtime.gate
@@ -468,7 +498,7 @@ class Run:
         if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         # The GA computer tool's declaration has no environment field: the model is told in words.
-        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if opts.browser == "desktop" else "")
+        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if self.placement == "desktop" else "")
         config = LoopConfig(model=opts.model, instructions=instructions,
                             stateless=opts.stateless, budgets=self.runtime.budgets,
                             # the preview computer tool requires it
@@ -507,7 +537,7 @@ class Run:
             "task": task, "model": model, "endpoint": endpoint,
             "policy": {"path": layers[-1].name if layers else str(opts.policy or "default"),
                        "sha256": self.engine.sha256},
-            "placement": opts.browser, "backend": type(session).__name__,
+            "placement": self.placement, "backend": type(session).__name__,
             "runtime": await asyncio.to_thread(runtime) if callable(runtime) else None}
         self.log.event("start", 0, **{**record, **fields})
 
