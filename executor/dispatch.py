@@ -65,6 +65,10 @@ class DispatchResult:
     notes: list[str] = field(default_factory=list)
 
 
+class _WrongOutput(Exception):
+    """A handler's output answers another call, or is of another type: a bug, answered as one."""
+
+
 @dataclass
 class _Work:
     kind: ToolKind[Any]
@@ -147,8 +151,7 @@ class Dispatcher:
             raise SandboxTimeout(f"the call ran past its {deadline:g} s deadline") from None
         answer = result if isinstance(result, Answer) else Answer(result)
         if not kind.answers(item, answer.output):
-            return Answer(kind.error_output(item, "internal error: the handler returned an output "
-                                                  "that does not answer this call"))
+            raise _WrongOutput("internal error: the handler returned an output that does not answer this call")
         return Answer(echo_caller(item, answer.output), answer.notes)
 
     @contextlib.contextmanager
@@ -171,7 +174,7 @@ class Dispatcher:
         failure: str | None = None  # why the call was answered with an error output instead of run
         try:
             answer = await self._answer(work, deadline)
-        except MalformedCall as exc:
+        except (MalformedCall, _WrongOutput) as exc:
             failure = str(exc)
             answer = Answer(kind.error_output(item, failure))
         except Exception as exc:
