@@ -64,6 +64,10 @@ def test_demo_refuses_what_it_would_ignore(tmp_path: Path, given: list[str], nam
     _refused(_run("run", "--demo", *given, key=False, tmp=tmp_path), "--demo", named)
 
 
+def test_demo_refuses_a_desktop_policy(tmp_path: Path, desk: Path) -> None:
+    _refused(_run("run", "--demo", "--policy", str(desk), key=False, tmp=tmp_path), "--demo", '"desktop"')
+
+
 def test_desktop_and_browser_flags_contradict(tmp_path: Path, repo: Path) -> None:
     _refused(_run("run", "do it", "--repo", str(repo), "--desktop", "--browser", "local", tmp=tmp_path),
              "--desktop", "--browser")
