@@ -323,7 +323,7 @@ def require_image(snapshot: LoadedSnapshot, client: Any) -> None:
     try:
         client.images.get(snapshot.image)
     except docker.errors.ImageNotFound:
-        raise SnapshotError(f"the snapshot of {snapshot.run_id} needs its root image {snapshot.image[:19]}, which "
+        raise SnapshotError(f"the snapshot of {snapshot.run_id} needs its root image {snapshot.image}, which "
                             "was removed (pruned): it cannot be resumed; start a new run") from None
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from executor.exits import ExitCode, fail
 from sandloop.errors import SandloopError, describe
+from sandloop.text import short_image
 
 __all__ = ["register"]
 
@@ -112,7 +113,12 @@ def _failure(path: Path, since: float) -> str | None:
 def _ls(args: argparse.Namespace) -> int:
     from sandbox.snapshots import list_snapshots
 
-    found = list_snapshots()
+    client = _engine()
+    try:
+        found = list_snapshots(client=client)
+    finally:
+        if client is not None:
+            client.close()
     if args.json:
         print(json.dumps([snap.to_json() for snap in found], indent=2))
         return 0
@@ -120,21 +126,33 @@ def _ls(args: argparse.Namespace) -> int:
         print("no snapshots")
     for snap in found:
         when = datetime.datetime.fromtimestamp(snap.created).strftime("%Y-%m-%d %H:%M")
-        image = f"  root {snap.image[:19]}" if snap.image else ""
-        print(f"{snap.run_id}  {when}  {snap.size / 1e6:.1f} MB  {snap.turns} turn(s){image}")
+        size = f"files {snap.size / 1e6:.1f} MB"
+        if snap.image:  # the root's layer is on the engine, not in the folder: both are shown
+            layer = "gone" if snap.layer is None else f"{snap.layer / 1e6:.1f} MB"
+            size += f" + root layer {layer}"
+        image = f"  root {short_image(snap.image)}" if snap.image else ""
+        print(f"{snap.run_id}  {when}  {size}  {snap.turns} turn(s){image}")
     return 0
 
 
-def _prune(args: argparse.Namespace) -> int:
+def _engine() -> Any:
+    """A Docker client when some snapshot committed its root (None otherwise: listing the
+    others needs no engine)."""
     from sandbox.docker import engine_errors
-    from sandbox.snapshots import list_snapshots, prune
+    from sandbox.snapshots import list_snapshots
 
-    client = None
-    if any(snap.image for snap in list_snapshots()):
-        import docker
+    if not any(snap.image for snap in list_snapshots()):
+        return None
+    import docker
 
-        with engine_errors("cannot reach the Docker engine"):
-            client = docker.from_env()
+    with engine_errors("cannot reach the Docker engine"):
+        return docker.from_env()
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from sandbox.snapshots import prune
+
+    client = _engine()
     try:
         removed = prune(older_than_days=args.days, everything=args.all, client=client)
     finally:
