@@ -464,7 +464,7 @@ class Run:
         task = opts.task if task is None else task
         resume = self._state if self._continue else None
         if resume is not None and not task and not resume.pending:
-            raise ValueError("the snapshot's conversation was answered: give a TASK to continue it")
+            raise ValueError(snapshot.ANSWERED)
         if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         # The GA computer tool's declaration has no environment field: the model is told in words.

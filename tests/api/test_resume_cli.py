@@ -1,0 +1,96 @@
+"""``sandloop run --resume`` at its edges, through the command line on real containers with the
+real openai client against the fake Responses server: a run that decided nothing (its audit log
+never written) resumes, and its chain verifies as empty; a log removed after decisions is told;
+an answered conversation resumed without a TASK is a one-line usage error that opens nothing;
+the policy's difference is shown as it is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from executor.snapshot import ANSWERED
+from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
+from tests.api.test_snapshot_api import _policy
+from tests.api.test_snapshot_cli import _env, _sandloop
+
+pytestmark = pytest.mark.docker
+
+
+def _runs(state: Path) -> set[str]:
+    runs = state / "sandloop" / "runs"
+    return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
+
+
+@pytest.mark.parametrize("stateless", [False, True])
+def test_a_run_that_decided_nothing_resumes(repo: Path, tmp_path: Path, stateless: bool) -> None:
+    policy = _policy(tmp_path)
+    state = tmp_path / "state"
+    env = _env(state)
+    model = ScriptedModel([[message("released")], [message("next done")]])
+    with FakeResponsesServer(model) as server:
+        common = ["--base-url", server.base_url, "--model", "scripted"]
+        first = _sandloop("run", "rel", "--repo", str(repo), "--policy", str(policy), *common,
+                          *(["--stateless"] if stateless else []), env=env)
+        assert first.returncode == 0, first.stderr
+        (run,) = _runs(state)
+        folder = state / "sandloop" / "runs" / run
+        assert not (folder / "audit.jsonl").exists()  # no decision: no record, no file
+        # its chain is the empty one, and the run's head says so
+        verified = _sandloop("audit", "verify", str(folder / "audit.jsonl"),
+                             "--summary", str(folder / "summary.json"), env=env)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "chain intact: 0 records" in verified.stdout
+
+        # answered, and no TASK: one line, exit 2, and no run folder, no sandbox
+        bare = _sandloop("run", "--resume", run, *common, env=env)
+        assert bare.returncode == 2, bare.stderr
+        assert bare.stderr.strip().splitlines() == [f"sandloop run: {ANSWERED}"]
+        assert _runs(state) == {run}
+
+        resumed = _sandloop("run", "--resume", run, "next", "--json", *common, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+    assert not server.rejections, server.rejections
+    result = json.loads(resumed.stdout)
+    assert result["final_text"] == "next done"
+    assert server.requests[1]["input"][-1] == {"role": "user", "content": "next"}
+    if not stateless:
+        assert server.requests[1]["previous_response_id"] == server.responses[0]["id"]
+    # the resumed run's chain: its resume record only, verified against its own head
+    verified = _sandloop("audit", "verify", str(Path(result["run_dir"]) / "audit.jsonl"),
+                         "--head", result["audit_head"], env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_removed_audit_log_and_a_changed_policy_are_told(repo: Path, tmp_path: Path) -> None:
+    policy = _policy(tmp_path)
+    state = tmp_path / "state"
+    env = _env(state)
+    model = ScriptedModel([[shell_call(["echo hi"])], [message("said hi")]])
+    with FakeResponsesServer(model) as server:
+        common = ["--base-url", server.base_url, "--model", "scripted"]
+        first = _sandloop("run", "say hi", "--repo", str(repo), "--policy", str(policy), *common, env=env)
+        assert first.returncode == 0, first.stderr
+    (run,) = _runs(state)
+    folder = state / "sandloop" / "runs" / run
+
+    # the policy's difference as written: "[session]" is no markup to escape
+    original = policy.read_text()
+    policy.write_text(original + "\n[budget]\nmax_turns = 9\n")
+    refused = _sandloop("run", "--resume", run, "go on", *common, env=env)
+    assert refused.returncode == 2, refused.stderr
+    shown = refused.stdout + refused.stderr
+    assert " [session]\n" in shown and "+[budget]\n" in shown and "\\[" not in shown, shown
+    policy.write_text(original)
+
+    # the log of a run that made decisions, removed: told, for the resume and for verify
+    (folder / "audit.jsonl").unlink()
+    gone = _sandloop("run", "--resume", run, "go on", *common, env=env)
+    assert gone.returncode == 2, gone.stderr
+    assert "was removed" in gone.stderr and len(gone.stderr.strip().splitlines()) == 1, gone.stderr
+    assert _runs(state) == {run}
+    verified = _sandloop("audit", "verify", str(folder / "audit.jsonl"),
+                         "--summary", str(folder / "summary.json"), env=env)
+    assert verified.returncode == 1 and "the log is missing" in verified.stdout, verified.stdout
