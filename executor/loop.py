@@ -23,7 +23,7 @@ import collections.abc
 import time
 import typing
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -454,6 +454,11 @@ class Loop:
                                             usage, turns, calls, start, last_id)
             raise
         finally:
+            # The checkpoint is where a resume starts, before the turn in flight; what that turn
+            # used (its response's tokens, its time) was spent all the same, and counts.
+            if self.checkpoint is not None:
+                self.checkpoint = replace(self.checkpoint, usage=Usage(**asdict(usage)),
+                                          wall_s=time.monotonic() - start)
             if self.quiet.locked():
                 self.quiet.release()
             await self.toolbox.tasks.cancel_all()

@@ -7,14 +7,17 @@ the policy's difference is shown as it is written."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from executor.snapshot import ANSWERED
-from executor.testing import FakeResponsesServer, ScriptedModel, message, shell_call
+from executor.testing import FakeResponsesServer, ScriptedModel, Usage, message, shell_call
 from tests.api.test_snapshot_api import _policy
-from tests.api.test_snapshot_cli import _env, _sandloop
+from tests.api.test_snapshot_cli import SANDLOOP, _env, _sandloop
 
 pytestmark = pytest.mark.docker
 
@@ -94,3 +97,41 @@ def test_a_removed_audit_log_and_a_changed_policy_are_told(repo: Path, tmp_path:
     verified = _sandloop("audit", "verify", str(folder / "audit.jsonl"),
                          "--summary", str(folder / "summary.json"), env=env)
     assert verified.returncode == 1 and "the log is missing" in verified.stdout, verified.stdout
+
+
+def test_ctrl_c_in_a_turn_keeps_what_the_turn_used(repo: Path, tmp_path: Path) -> None:
+    """SIGINT while the first turn's command runs: its response's tokens and the time so far
+    are in the snapshot's budgets, though the resume asks the model again from before it."""
+    state = tmp_path / "state"
+    env = _env(state)
+    model = ScriptedModel([[shell_call(["sleep 60"])], [message("done")]], usage=Usage(40, 16))
+    with FakeResponsesServer(model) as server:
+        common = ["--base-url", server.base_url, "--model", "scripted"]
+        front = subprocess.Popen([SANDLOOP, "run", "wait", "--repo", str(repo), "--policy", str(_policy(tmp_path)),
+                                  *common], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not any('"kind":"decision"' in log.read_text() for log in state.glob("sandloop/runs/*/audit.jsonl")):
+                assert time.monotonic() < deadline and front.poll() is None, front.stderr.read() if front.stderr else ""
+                time.sleep(0.05)
+            time.sleep(1.0)  # the command runs: the turn's time goes on
+            front.send_signal(signal.SIGINT)
+            front.wait(120)
+        finally:
+            if front.poll() is None:
+                front.kill()
+                front.wait()
+        (run,) = _runs(state)
+        snap = state / "sandloop" / "runs" / run / "snapshot"
+        manifest = json.loads((snap / "manifest.json").read_text())
+        assert manifest["reason"] == "interrupted"
+        kept = json.loads((snap / manifest["state"]).read_text())
+        assert kept["usage"]["total_tokens"] == 56, kept  # the interrupted turn's response
+        assert kept["wall_s"] >= 1.0, kept
+        assert kept["turns"] == 0 and kept["pending"][-1] == {"role": "user", "content": "wait"}
+        resumed = _sandloop("run", "--resume", run, "--json", *common, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+    assert not server.rejections, server.rejections
+    result = json.loads(resumed.stdout)
+    assert result["final_text"] == "done"
+    assert result["usage"]["total_tokens"] == 56 + 56, result["usage"]  # both turns' tokens count
