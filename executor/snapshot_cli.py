@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -64,10 +65,11 @@ def _count(folder: Path) -> int:
 
 
 def _take(args: argparse.Namespace) -> int:
-    from executor.run import FRONTEND, SNAPSHOT_FAILED
+    from executor.run import FRONTEND, SNAPSHOT_FAILED, SNAPSHOT_REQUEST
     from executor.snapshot import run_folder_of
     from sandbox.lifecycle import proc_start_time
     from sandbox.snapshots import FOLDER
+    from sandloop.hostfiles import HostDir
 
     folder = run_folder_of(args.target)
     try:
@@ -81,15 +83,27 @@ def _take(args: argparse.Namespace) -> int:
                                           "snapshot with `sandloop run --resume`")
     before = _count(folder)
     asked = time.time()
+    request = f"{SNAPSHOT_REQUEST}{secrets.token_hex(8)}"
+    with HostDir(folder) as run:
+        run.replace(request, b"")
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + args.timeout
     while _count(folder) <= before:
         failed = _failure(folder / SNAPSHOT_FAILED, asked)
         if failed is not None:
             return fail(args, ExitCode.ERROR, f"the run in {folder} could not take the snapshot: {failed}")
-        if time.monotonic() > deadline or proc_start_time(pid) != start:
+        if proc_start_time(pid) != start:
+            _withdraw(folder, request)
+            return fail(args, ExitCode.ERROR, f"the run in {folder} (pid {pid}) ended before its snapshot came")
+        if time.monotonic() > deadline:
+            if _withdraw(folder, request):
+                return fail(args, ExitCode.ERROR, f"no snapshot came from the run in {folder} (pid {pid}) within "
+                                                  f"{args.timeout:g} s: the request is withdrawn, none will be taken")
+            if _count(folder) > before:
+                break  # taken up and written since the last look
             return fail(args, ExitCode.ERROR, f"no snapshot came from the run in {folder} (pid {pid}) within "
-                                              f"{args.timeout:g} s")
+                                              f"{args.timeout:g} s, but the run is taking it now: it will still "
+                                              "be written (`sandloop snapshot ls` shows it)")
         time.sleep(0.05)
     where = folder / FOLDER
     if args.json:
@@ -97,6 +111,14 @@ def _take(args: argparse.Namespace) -> int:
     else:
         print(f"snapshot {_count(folder)} of {folder.name}: {where}  (resume: sandloop run --resume {folder.name})")
     return 0
+
+
+def _withdraw(folder: Path, request: str) -> bool:
+    """Take back a request the run has not taken up yet; False when it already has."""
+    from sandloop.hostfiles import HostDir
+
+    with HostDir(folder) as run:
+        return run.remove(request)
 
 
 def _failure(path: Path, since: float) -> str | None:

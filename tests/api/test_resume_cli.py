@@ -27,6 +27,14 @@ def _runs(state: Path) -> set[str]:
     return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
 
 
+def _wait_for_a_decision(state: Path, front: subprocess.Popen[str]) -> None:
+    """Until the run has decided on its first command (which then runs)."""
+    deadline = time.monotonic() + 120
+    while not any('"kind":"decision"' in log.read_text() for log in state.glob("sandloop/runs/*/audit.jsonl")):
+        assert time.monotonic() < deadline and front.poll() is None, front.stderr.read() if front.stderr else ""
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("stateless", [False, True])
 def test_a_run_that_decided_nothing_resumes(repo: Path, tmp_path: Path, stateless: bool) -> None:
     policy = _policy(tmp_path)
@@ -110,10 +118,7 @@ def test_ctrl_c_in_a_turn_keeps_what_the_turn_used(repo: Path, tmp_path: Path) -
         front = subprocess.Popen([SANDLOOP, "run", "wait", "--repo", str(repo), "--policy", str(_policy(tmp_path)),
                                   *common], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 120
-            while not any('"kind":"decision"' in log.read_text() for log in state.glob("sandloop/runs/*/audit.jsonl")):
-                assert time.monotonic() < deadline and front.poll() is None, front.stderr.read() if front.stderr else ""
-                time.sleep(0.05)
+            _wait_for_a_decision(state, front)
             time.sleep(1.0)  # the command runs: the turn's time goes on
             front.send_signal(signal.SIGINT)
             front.wait(120)
@@ -135,3 +140,33 @@ def test_ctrl_c_in_a_turn_keeps_what_the_turn_used(repo: Path, tmp_path: Path) -
     result = json.loads(resumed.stdout)
     assert result["final_text"] == "done"
     assert result["usage"]["total_tokens"] == 56 + 56, result["usage"]  # both turns' tokens count
+
+
+def test_a_snapshot_request_that_timed_out_is_withdrawn(repo: Path, tmp_path: Path) -> None:
+    """`sandloop snapshot RUN --timeout 1` while a command runs (the safe point is after it):
+    it gives up, says the request is withdrawn, and the run takes no snapshot later."""
+    policy = _policy(tmp_path)
+    policy.write_text(policy.read_text().replace('snapshot = "on_stop"\n', ""))  # only what is asked
+    state = tmp_path / "state"
+    env = _env(state)
+    model = ScriptedModel([[shell_call(["sleep 4"])], [message("slept")]])
+    with FakeResponsesServer(model) as server:
+        front = subprocess.Popen([SANDLOOP, "run", "sleep", "--repo", str(repo), "--policy", str(policy),
+                                  "--base-url", server.base_url, "--model", "scripted"],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for_a_decision(state, front)
+            (run,) = _runs(state)
+            asked = _sandloop("snapshot", run, "--timeout", "1", env=env)
+            assert front.poll() is None  # the command still ran when the request was given up
+            front.wait(120)
+        finally:
+            if front.poll() is None:
+                front.kill()
+                front.wait()
+    assert asked.returncode == 1, asked.stderr
+    assert "the request is withdrawn, none will be taken" in asked.stderr, asked.stderr
+    assert front.returncode == 0, front.stderr.read() if front.stderr else ""
+    folder = state / "sandloop" / "runs" / run
+    assert not (folder / "snapshot").exists(), sorted(p.name for p in (folder / "snapshot").iterdir())
+    assert not [p.name for p in folder.iterdir() if p.name.startswith("snapshot-request-")]
