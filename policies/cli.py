@@ -328,6 +328,9 @@ def _audit_verify(args: argparse.Namespace) -> int:
         found = audit.check(args.log, head=head)
     except (OSError, ValueError) as exc:
         text = str(exc) if isinstance(exc, ValueError) else f"{exc.filename or args.log}: {exc.strerror or exc}"
+        if isinstance(exc, FileNotFoundError) and head is None:
+            # a run that decided nothing wrote no log: only its head can tell that from a lost one
+            text += " (a run that decided nothing has no log: give its head, --summary or --head, to check it)"
         if args.json:
             _emit({"ok": False, "errors": [text]})
         else:

@@ -155,7 +155,14 @@ def test_audit_verify_and_summary(run: Run, tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("git push", "git pusH"))
     code, out, _ = run("audit", "verify", str(path), "--json")
     assert code == 1 and json.loads(out)["problems"]
-    assert run("audit", "verify", str(tmp_path / "missing.jsonl"))[0] == 2
+    code, out, err = run("audit", "verify", str(tmp_path / "missing.jsonl"))
+    assert code == 2 and "give its head, --summary or --head" in out + err
+    # with a head, a missing log is the empty chain: valid at the empty head, removed at another
+    empty = AuditLog(tmp_path / "none.jsonl").head()
+    code, out, _ = run("audit", "verify", str(tmp_path / "missing.jsonl"), "--head", str(empty))
+    assert code == 0 and "chain intact: 0 records" in out
+    code, out, _ = run("audit", "verify", str(tmp_path / "missing.jsonl"), "--head", str(log.head()), "--json")
+    assert code == 1 and "the log is missing" in json.loads(out)["problems"][0]
 
 
 def _audit_log(path: Path, n: int = 5) -> Head:
