@@ -436,7 +436,7 @@ class Run:
         loop = self._loop
         if loop is not None:
             async with loop.quiet:
-                state = loop.checkpoint
+                state = loop.checkpoint_now()
                 assert state is not None  # set before the first request
                 return await self.snapshotter.take(state, reason=reason) if wanted() else None
         if not wanted():

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +172,36 @@ def test_a_snapshot_request_that_timed_out_is_withdrawn(repo: Path, tmp_path: Pa
     folder = state / "sandloop" / "runs" / run
     assert not (folder / "snapshot").exists(), sorted(p.name for p in (folder / "snapshot").iterdir())
     assert not [p.name for p in folder.iterdir() if p.name.startswith("snapshot-request-")]
+
+
+def test_a_snapshot_while_the_model_thinks_counts_the_time_so_far(repo: Path, tmp_path: Path) -> None:
+    """Asked for while the request is in flight, the snapshot's wall time runs until it is
+    taken, not until the turn began (a run killed after it resumes with that time spent)."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def thinking(body: dict[str, Any], history: list[Any]) -> Any:
+        arrived.set()
+        release.wait(120)
+        return [message("thought")]
+
+    state = tmp_path / "state"
+    env = _env(state)
+    with FakeResponsesServer(ScriptedModel([thinking])) as server:
+        front = subprocess.Popen([SANDLOOP, "run", "think", "--repo", str(repo), "--policy", str(_policy(tmp_path)),
+                                  "--base-url", server.base_url, "--model", "scripted"],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(120)
+            time.sleep(1.0)  # the model thinks
+            (run,) = _runs(state)
+            asked = _sandloop("snapshot", run, env=env)
+            assert asked.returncode == 0, asked.stderr
+            snap = state / "sandloop" / "runs" / run / "snapshot"
+            manifest = json.loads((snap / "manifest.json").read_text())
+            kept = json.loads((snap / manifest["state"]).read_text())
+        finally:
+            release.set()
+            if front.poll() is None:
+                front.wait(120)
+    assert manifest["reason"] == "signal"
+    assert kept["wall_s"] >= 1.0 and kept["turns"] == 0, kept
