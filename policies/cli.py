@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from policies import audit
 from policies.cli_output import emit as _emit
-from policies.cli_output import explained, explained_lines, json_line, summary_line
+from policies.cli_output import explained, explained_lines, json_line, located, summary_line
 from policies.cli_output import verdict_data as _verdict
 from policies.engine import Decider, PolicyEngine, example_problems, load_policy
 from policies.lint import lint
@@ -192,7 +192,7 @@ def _test(args: argparse.Namespace) -> int:
         if not ok:
             failures.append(f"{case.subject()!r}: expected {case.decision.value}"
                             f"{' by ' + case.rule if case.rule else ''}, got {v.decision.value} "
-                            f"by {v.rule_id or 'the default'} ({v.source})")
+                            f"by {v.rule_id or 'the default'} ({located(v)})")
     if args.json:
         _emit({"ok": not failures, "examples": examples, "cases": results, "failures": failures})
     else:
