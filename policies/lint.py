@@ -24,8 +24,9 @@
   machine (or its network) runs there; name the port (``127.0.0.1:8080``);
 * ``timeout-above-max`` — the default shell timeout is above the maximum;
 * ``secret-host-not-allowed`` — a ``[secrets]`` entry names a host:port that neither
-  ``[shell] network`` nor ``[environment] setup_network`` (nor, when it is set,
-  ``setup_registries``) lets anyone reach: the proxy would refuse every request the secret is for.
+  ``[shell] network`` nor ``[environment] setup_network`` nor a registry of ``setup_registries``
+  (pip's or npm's, as this host's client is configured) lets anyone reach: the proxy would refuse
+  every request the secret is for.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
+from sandloop import package_clients
+from sandloop.errors import ConfigError
 from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
 from sandloop.verdict import Decision
 
@@ -190,22 +193,41 @@ def _browser(engine: PolicyEngine) -> list[Finding]:
     return findings
 
 
-def secrets_not_allowed(policy: Policy) -> list[str]:
-    """The ``[secrets]`` entries whose host:port no network list of the policy allows (the
-    registries of ``setup_registries`` are known only at run time: they count as allowing)."""
+def secrets_not_allowed(policy: Policy) -> list[tuple[str, str]]:
+    """The ``[secrets]`` entries whose host:port no network list of the policy allows, each with
+    what allows nothing for it. A registry of ``setup_registries`` allows its own hosts, as this
+    host's client is configured (pip's and npm's, asked only when a secret needs them), for setup
+    only; the image's package sources (apt, apk, dnf) are known only once the image is looked at,
+    so a secret for one of their hosts is named in ``setup_network``."""
     shell = policy.shell.network if isinstance(policy.shell.network, list) else []
-    setup = policy.environment.setup_network
-    lists = [host_entry(entry) for entry in [*shell, *setup]]
-    return [name for name, secret in policy.secrets.items()
-            if match_host(lists, secret.host, secret.port) is None and not policy.environment.setup_registries]
+    lists = [host_entry(entry) for entry in [*shell, *policy.environment.setup_network]]
+    left = [name for name, secret in policy.secrets.items() if match_host(lists, secret.host, secret.port) is None]
+    clients = [name for name in policy.environment.setup_registries if name in package_clients.CLIENTS]
+    if not left or not clients:
+        return [(name, _NOT_LISTED) for name in left]
+    try:
+        hosts = package_clients.index_hosts(clients)
+    except ConfigError as exc:
+        return [(name, f"{_NOT_LISTED}, and the registries of setup_registries are unknown ({exc})")
+                for name in left]
+    registries = [host_entry(host) for host in hosts]
+    return [(name, f"{_NOT_LISTED}, nor is it a registry host of setup_registries "
+             f"({', '.join(clients)}: {', '.join(hosts) or 'none'})")
+            for name in left if match_host(registries, policy.secrets[name].host, policy.secrets[name].port) is None]
+
+
+_NOT_LISTED = "neither [shell] network nor [environment] setup_network allows it"
 
 
 def _secrets(engine: PolicyEngine) -> list[Finding]:
-    return [Finding(
-        "secret-host-not-allowed",
-        f"secret {name!r} is for {engine.policy.secrets[name].host}:{engine.policy.secrets[name].port}, which "
-        "neither [shell] network nor [environment] setup_network allows: add the host there, or drop the secret",
-        f"secrets.{name}", engine.loaded.where(("secrets", name))) for name in secrets_not_allowed(engine.policy)]
+    findings = []
+    for name, why in secrets_not_allowed(engine.policy):
+        secret = engine.policy.secrets[name]
+        findings.append(Finding(
+            "secret-host-not-allowed",
+            f"secret {name!r} is for {secret.host}:{secret.port}: {why}; add the host there, or drop the secret",
+            f"secrets.{name}", engine.loaded.where(("secrets", name))))
+    return findings
 
 
 def lint(engine: PolicyEngine) -> list[Finding]:
