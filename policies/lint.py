@@ -1,5 +1,8 @@
 """Lints for auditors: policy mistakes that load fine but do not do what they seem to.
 
+Each finding is located at the line to change. One located in a shipped preset that the checked
+file extends is a note (see :data:`NOTE`): ``policy check`` shows it and does not fail for it.
+
 * ``shadowed-rule`` — an earlier rule matches everything a later one does, so the later one
   never decides (checked pairwise; a rule hidden only by several earlier rules together is not
   reported);
@@ -32,10 +35,11 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
+from policies.paths import PRESETS_DIR
 from sandloop import package_clients
 from sandloop.errors import ConfigError
 from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
@@ -46,7 +50,7 @@ from sandloop.verdict import Decision
 if TYPE_CHECKING:
     from policies.model import Policy
 
-__all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint", "secrets_not_allowed"]
+__all__ = ["COMMAND_OPTION_PROBES", "ERROR", "LAUNCHERS", "NOTE", "Finding", "lint", "secrets_not_allowed"]
 
 LAUNCHERS = frozenset({
     # shells and interpreters: their argument is a program
@@ -95,12 +99,21 @@ COMMAND_OPTION_PROBES: dict[str, tuple[str, ...]] = {
 _GIT_PROBES = ((".git/config", "update_file"), (".git/hooks/pre-commit", "create_file"))
 
 
+#: A finding's severity: an error fails ``policy check``; a note is shown and does not. A
+#: finding located in a shipped preset the checked file extends (and does not change there) is a
+#: note: the preset is sandloop's, documented and checked on its own, so a user's policy is not
+#: failed for it; the lints point a finding at the line to change, so one the user's file causes
+#: is located there.
+ERROR, NOTE = "error", "note"
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str
     message: str
     rule_id: str | None
     source: str  # "file:line"
+    severity: str = ERROR
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
@@ -233,14 +246,11 @@ def _secrets(engine: PolicyEngine) -> list[Finding]:
 def lint(engine: PolicyEngine) -> list[Finding]:
     findings: list[Finding] = []
     rules = engine.rules
+    shipped = _shipped_presets(engine)
     for later in rules:
         for earlier in rules[: later.index]:
             if _subsumes(earlier.elements, later.elements):
-                findings.append(Finding(
-                    "shadowed-rule",
-                    f"rule {later.rule.id!r} never decides: the earlier rule {earlier.rule.id!r} "
-                    f"({earlier.source}) matches everything it matches",
-                    later.rule.id, later.source))
+                findings.append(_shadowed(engine, shipped, earlier, later))
                 break
     for rule in rules:
         if rule.rule.decision is Decision.ALLOW:
@@ -257,7 +267,8 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             findings.append(Finding(
                 "writable-git", f"a patch may {kind.split('_')[0]} {path} ({verdict.decision.value}"
                 "); hooks and config in .git run code — add '**/.git/**' to files.read_only",
-                verdict.rule_id, verdict.source or engine.loaded.where(("files",))))
+                # where the fix goes (the read_only list), not the writable glob that lets it
+                verdict.rule_id, engine.loaded.where(("files", "read_only"))))
             break
     shell = engine.policy.shell
     if isinstance(shell.network, list) and "*" in shell.network:
@@ -271,4 +282,34 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             "timeout-above-max", f"shell.default_timeout_ms ({shell.default_timeout_ms}) is above "
             f"shell.max_timeout_ms ({shell.max_timeout_ms})",
             "shell.default_timeout_ms", engine.loaded.where(("shell", "default_timeout_ms"))))
-    return findings
+    return [replace(f, severity=NOTE) if _file_of(f.source) in shipped else f for f in findings]
+
+
+def _shipped_presets(engine: PolicyEngine) -> frozenset[str]:
+    """How findings name the shipped presets the checked file extends (not the file itself)."""
+    presets = PRESETS_DIR.resolve()
+    return frozenset(layer.name for layer in engine.loaded.layers[:-1] if layer.path.parent == presets)
+
+
+def _file_of(source: str) -> str:
+    name, colon, line = source.rpartition(":")
+    return name if colon and line.isdigit() else source
+
+
+def _shadowed(engine: PolicyEngine, shipped: frozenset[str], earlier: CompiledRule,
+              later: CompiledRule) -> Finding:
+    """A rule that never decides. When the user's rule hides a shipped preset's rule that would
+    decide otherwise, the finding is about the user's rule: the preset's line is not the one to
+    change, and the hidden decision (a prompt on git push…) is what the user may not have meant."""
+    if (_file_of(later.source) in shipped and _file_of(earlier.source) not in shipped
+            and earlier.rule.decision is not later.rule.decision):
+        return Finding(
+            "shadowed-rule",
+            f"rule {earlier.rule.id!r} matches everything the preset's rule {later.rule.id!r} ({later.source}, "
+            f"{later.rule.decision.value}) matches, so that rule never decides: name yours {later.rule.id!r} "
+            "to replace it, or narrow it", earlier.rule.id, earlier.source)
+    return Finding(
+        "shadowed-rule",
+        f"rule {later.rule.id!r} never decides: the earlier rule {earlier.rule.id!r} "
+        f"({earlier.source}) matches everything it matches",
+        later.rule.id, later.source)

@@ -61,6 +61,17 @@ def test_check_reports_lint_findings(run: Run, write_policy: Callable[..., Path]
     assert code == 1 and "escapable-allow" in out
 
 
+def test_check_shows_notes_and_passes(run: Run, write_policy: Callable[..., Path]) -> None:
+    path = write_policy('version = 1\nextends = ["default"]\n')
+    code, out, _ = run("policy", "check", str(path))
+    assert code == 0 and "note browser-network-separate policies/presets/default.toml:" in out
+    assert "no findings (1 note(s)" in out
+    code, out, _ = run("policy", "check", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["findings"] == []
+    assert [(n["code"], n["severity"]) for n in data["notes"]] == [("browser-network-separate", "note")]
+
+
 def test_explain_command(run: Run) -> None:
     code, out, _ = run("policy", "explain", "default", "--", "git push origin main")
     assert code == 0 and "prompt" in out and "git-push" in out and "default.toml:" in out
