@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
 from policies.paths import PRESETS_DIR
-from sandloop import package_clients
 from sandloop.errors import ConfigError
 from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
 from sandloop.verdict import Decision
@@ -215,11 +214,14 @@ def secrets_not_allowed(policy: Policy) -> list[tuple[str, str]]:
     shell = policy.shell.network if isinstance(policy.shell.network, list) else []
     lists = [host_entry(entry) for entry in [*shell, *policy.environment.setup_network]]
     left = [name for name, secret in policy.secrets.items() if match_host(lists, secret.host, secret.port) is None]
-    clients = [name for name in policy.environment.setup_registries if name in package_clients.CLIENTS]
+    # Imported here: it starts the clients (subprocess), and `policy explain` imports this module.
+    from sandloop.package_clients import CLIENTS, index_hosts
+
+    clients = [name for name in policy.environment.setup_registries if name in CLIENTS]
     if not left or not clients:
         return [(name, _NOT_LISTED) for name in left]
     try:
-        hosts = package_clients.index_hosts(clients)
+        hosts = index_hosts(clients)
     except ConfigError as exc:
         return [(name, f"{_NOT_LISTED}, and the registries of setup_registries are unknown ({exc})")
                 for name in left]
