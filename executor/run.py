@@ -457,12 +457,20 @@ class Run:
         ``[session] writable_root``) and the conversation — into ``<run folder>/snapshot``, for
         ``sandloop run --resume``. While a task runs, it waits for the turn's calls to finish
         (the conversation's next safe point). Returns the snapshot's folder."""
+        taken = await self._snapshot_if(lambda: True, reason=reason)
+        assert taken is not None
+        return taken
+
+    async def _snapshot_if(self, wanted: Callable[[], bool], *, reason: str) -> Path | None:
+        """:meth:`snapshot`, if ``wanted()`` still says so at the safe point (None: it did not)."""
         loop = self._loop
         if loop is not None:
             async with loop.quiet:
-                state = loop.checkpoint
+                state = loop.checkpoint_now()
                 assert state is not None  # set before the first request
-                return await self.snapshotter.take(state, reason=reason)
+                return await self.snapshotter.take(state, reason=reason) if wanted() else None
+        if not wanted():
+            return None
         return await self.snapshotter.take(self._state or LoopState(None, [], []), reason=reason)
 
     async def _every_turn(self, turn: TurnRecord, state: LoopState) -> None:
@@ -494,7 +502,7 @@ class Run:
         task = opts.task if task is None else task
         resume = self._state if self._continue else None
         if resume is not None and not task and not resume.pending:
-            raise ValueError("the snapshot's conversation was answered: give a TASK to continue it")
+            raise ValueError(snapshot.ANSWERED)
         if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         # The GA computer tool's declaration has no environment field: the model is told in words.
@@ -576,6 +584,9 @@ async def run_task(opts: RunOptions, console: Console, *,
 FRONTEND = "frontend.json"
 #: why the last snapshot asked for by a signal failed, for ``sandloop snapshot RUN``
 SNAPSHOT_FAILED = "snapshot-failed.json"
+#: the prefix of a pending request's file from ``sandloop snapshot RUN`` (removed by whichever
+#: side gets there first: the run taking it, or the command withdrawing it)
+SNAPSHOT_REQUEST = "snapshot-request-"
 
 
 @contextlib.contextmanager
@@ -588,9 +599,22 @@ def snapshot_on_signal(run: Run) -> Iterator[None]:
     taking: set[asyncio.Task[Any]] = set()
 
     def take() -> None:
+        # `sandloop snapshot RUN` leaves a request file before it signals, and removes it to
+        # withdraw the request when it stops waiting: at the safe point, a request is taken only
+        # if this side removes one first (a bare SIGUSR1, with no request file, always is)
+        with HostDir(run.folder) as folder:
+            asked = any(name.startswith(SNAPSHOT_REQUEST) for name in folder.names())
+
+        def claimed() -> bool:
+            if not asked:
+                return True
+            with HostDir(run.folder) as folder:
+                # every request waiting is answered by this one snapshot
+                return sum(folder.remove(name) for name in folder.names() if name.startswith(SNAPSHOT_REQUEST)) > 0
+
         async def snap() -> None:
             try:
-                await run.snapshot(reason="signal")
+                await run._snapshot_if(claimed, reason="signal")
             except (SandloopError, OSError) as exc:
                 log.warning("the snapshot asked for failed: %s", describe(exc))
                 with HostDir(run.folder) as folder:  # for `sandloop snapshot RUN`, which waits

@@ -129,9 +129,12 @@ def _resume(args: argparse.Namespace, console: Console) -> int:
     from executor.run import RunOptions
 
     try:
-        manifest = snapshot.load(args.resume).manifest
+        loaded = snapshot.load(args.resume)
     except SandloopError as exc:
         return fail(args, ExitCode.USAGE, describe(exc))
+    manifest = loaded.manifest
+    if not args.task and not loaded.state.pending:  # told before a run folder or a sandbox opens
+        return fail(args, ExitCode.USAGE, snapshot.ANSWERED)
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or manifest.get("base_url")
     if not (os.environ.get("OPENAI_API_KEY") or base_url):
         return fail(args, ExitCode.USAGE, "set OPENAI_API_KEY to resume the run")
@@ -166,7 +169,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
     except (SandloopError, OSError, ValueError) as exc:
         difference = getattr(exc, "difference", None)
         if difference:  # a policy changed since a snapshot: what changed, then the one line
-            console.print(shown(difference), highlight=False, markup=False)
+            console.print(shown(difference), highlight=False)  # shown() escapes the markup
         usage = isinstance(exc, (ConfigError, ValueError, HostPathRefused))
         return fail(args, ExitCode.USAGE if usage else ExitCode.ERROR, describe(exc))
     return _emit(outcome, args, console)
