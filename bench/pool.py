@@ -16,7 +16,6 @@ import asyncio
 import gc
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import QUICK, judge, load, median, rounds, spread, timed
+from bench.report import QUICK, judge, load, median, rounds, scratch_dir, spread, timed
 from sandbox import images
 from sandbox.docker import DockerSession
 from sandbox.pool import SessionPool
@@ -55,7 +54,7 @@ async def main() -> None:
     print(load())
     client = docker.from_env()
     images.ensure(client, "shell")
-    scratch = Path(tempfile.mkdtemp(prefix="sandloop-bench-pool-"))
+    scratch = scratch_dir("sandloop-bench-pool-")
     counter = iter(range(100_000))
 
     async def fresh() -> DockerSession:

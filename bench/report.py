@@ -9,15 +9,27 @@ judge, so they are printed without a verdict. ``BENCH_ROUNDS`` overrides every r
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
 __all__ = ["QUICK", "judge", "load", "median", "p90", "rounds", "spread", "timed"]
 
 QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A folder of the bench's own, removed when the bench process exits however ``main`` ends
+    (a bench's scratch holds checkouts and 200 MB installs: left behind, they pile up in /tmp)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def rounds(full: int, quick: int = 3) -> int:

@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -31,7 +30,7 @@ sys.path.insert(0, str(_HERE.parent))
 sys.path.insert(1, str(_HERE))
 
 import docker  # noqa: E402
-from report import judge, median, rounds, spread  # noqa: E402
+from report import judge, median, rounds, scratch_dir, spread  # noqa: E402
 
 from sandbox.docker import DockerConfig, DockerSession  # noqa: E402
 from sandbox.injection import SecretSpec  # noqa: E402
@@ -65,7 +64,7 @@ print(json.dumps(times))
 
 async def main() -> None:
     client = docker.from_env()
-    work = Path(tempfile.mkdtemp(prefix="sandloop-bench-secrets-"))
+    work = scratch_dir("sandloop-bench-secrets-")
     repo = work / "repo"
     repo.mkdir()
     (repo / "client.py").write_text(CLIENT)

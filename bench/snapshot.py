@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import docker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import executor
-from bench.report import QUICK, judge, median, rounds, spread
+from bench.report import QUICK, judge, median, rounds, scratch_dir, spread
 from executor.dispatch import CallRecord
 from executor.loop import LoopState, TurnRecord, Usage
 from sandbox import images
@@ -57,7 +56,7 @@ async def _first_command(repo: Path, **settings: object) -> float:
 async def main() -> None:
     client = docker.from_env()
     images.ensure(client, "shell")
-    scratch = Path(tempfile.mkdtemp(prefix="sandloop-bench-snapshot-"))
+    scratch = scratch_dir("sandloop-bench-snapshot-")
     # A root-owned checkout runs as uid 0 (every capability dropped): it can write where root
     # owns the root file system, as a package manager would install.
     repo = scratch / "repo"

@@ -61,7 +61,9 @@ class RunSettings(SandboxSettings, total=False):
     base_url: str
     api_key: str
     #: where Chromium runs for computer use, or "desktop": a whole Linux desktop in a container
-    #: (:mod:`sandbox.desktop`); "off" (default) offers no computer tool
+    #: (:mod:`sandbox.desktop`); "off" offers no computer tool. Default: the policy's
+    #: ``[computer] environment`` ("desktop": the desktop, else off); a browser asked for under a
+    #: desktop policy is refused (ConfigError)
     browser: Literal["off", "container", "local", "auto", "desktop"]
     instructions: str
     stateless: bool  # store:false, the whole history replayed each turn
@@ -85,7 +87,7 @@ def _options(repo: str | Path, settings: Mapping[str, Any]) -> RunOptions:
     return RunOptions(
         repo=Path(repo), model=settings.get("model", "gpt-5.4"), base_url=settings.get("base_url"),
         api_key=settings.get("api_key"), policy=settings.get("policy"),
-        browser=settings.get("browser", "off"), stateless=settings.get("stateless", False),
+        browser=settings.get("browser"), stateless=settings.get("stateless", False),
         log=path("log"), record=path("record"),
         instructions=settings.get("instructions", DEFAULT_INSTRUCTIONS),
         approvals=settings.get("approvals"), client=settings.get("client"),

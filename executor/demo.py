@@ -27,7 +27,9 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from executor.run import BudgetOverrides, RunOptions
+from policies.engine import load_policy
 from sandbox import images
+from sandloop.errors import ConfigError
 
 __all__ = ["DEMO_DIR", "demo_model", "page_server", "placement", "scenario"]
 
@@ -131,6 +133,9 @@ def placement(requested: str | None) -> str:
 def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverrides) -> Iterator[RunOptions]:
     """The demo's run: a fresh copy of the repo, the page served, and (offline) the scripted
     model behind the strict fake server, for as long as the run takes."""
+    if args.policy and load_policy(args.policy).policy.computer.environment == "desktop":
+        # the scenario navigates a page: refused here, not as a browser flag nobody gave
+        raise ConfigError('--demo drives a browser page: its --policy cannot set [computer] environment = "desktop"')
     live = bool(os.environ.get("OPENAI_API_KEY"))
     with tempfile.TemporaryDirectory(prefix="sandloop-demo-") as tmp, \
             page_server(DEMO_DIR / "page") as page_url, contextlib.ExitStack() as stack:
@@ -152,4 +157,4 @@ def scenario(args: argparse.Namespace, console: Console, budgets: BudgetOverride
             task=task, repo=repo, model=model, base_url=base_url, api_key=api_key,
             policy=policy, browser=placement(args.browser), budgets=budgets,
             stateless=args.stateless, log=Path(args.log) if args.log else None,
-            record=Path(args.record) if args.record else None, image=image)
+            record=Path(args.record) if args.record else None, image=image, backend=args.backend)

@@ -69,6 +69,10 @@ class DispatchResult:
     notes: list[str] = field(default_factory=list)
 
 
+class _WrongOutput(Exception):
+    """A handler's output answers another call, or is of another type: a bug, answered as one."""
+
+
 @dataclass
 class _Work:
     kind: ToolKind[Any]
@@ -155,8 +159,7 @@ class Dispatcher:
             raise SandboxTimeout(f"the call ran past its {deadline:g} s deadline") from None
         answer = result if isinstance(result, Answer) else Answer(result)
         if not kind.answers(item, answer.output):
-            return Answer(kind.error_output(item, "internal error: the handler returned an output "
-                                                  "that does not answer this call"))
+            raise _WrongOutput("internal error: the handler returned an output that does not answer this call")
         return Answer(echo_caller(item, answer.output), answer.notes)
 
     @contextlib.contextmanager
@@ -176,18 +179,23 @@ class Dispatcher:
         start = time.perf_counter()
         self.on_event("call_start", {"call_id": record.call_id, "type": record.type,
                                      "summary": record.summary, "parts": record.parts})
+        failure: str | None = None  # why the call was answered with an error output instead of run
         try:
             answer = await self._answer(work, deadline)
-        except MalformedCall as exc:
-            answer = Answer(kind.error_output(item, str(exc)))
+        except (MalformedCall, _WrongOutput) as exc:
+            failure = str(exc)
+            answer = Answer(kind.error_output(item, failure))
         except Exception as exc:
+            failure = describe(exc)
             if isinstance(exc, SafetyCheckRefused):
-                stop.append(describe(exc))
-            answer = Answer(kind.error_output(item, describe(exc)))
+                stop.append(failure)
+            answer = Answer(kind.error_output(item, failure))
         output, notes = (None, []) if answer is None else self._with_notes(work, answer)
         record.duration_s = time.perf_counter() - start
         if output is not None:
-            record.ok, record.outcome = kind.outcome(output)
+            # An error output is a failure whatever its type: a computer_call's is a screenshot of
+            # the error text, which says nothing to a check of the output's text.
+            record.ok, record.outcome = (False, failure[:100]) if failure is not None else kind.outcome(output)
             record.output = output
         self.on_event("call_end", {"call_id": record.call_id, "type": record.type,
                                    "ok": record.ok, "outcome": record.outcome,

@@ -32,6 +32,7 @@ from sandbox.docker import engine_errors
 from sandbox.environment import store
 from sandbox.environment.prepare import plan, prepare
 from sandloop.errors import ConfigError
+from sandloop.text import short_image
 
 __all__ = ["register"]
 
@@ -137,7 +138,7 @@ def _show(args: argparse.Namespace) -> int:
         if name in info:
             value = info[name]
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={str(v)[:19]}" for k, v in value.items()) or "-"
+                value = ", ".join(f"{k}={short_image(str(v))}" for k, v in value.items()) or "-"
             elif isinstance(value, list):
                 value = "; ".join(map(str, value)) or "-"
             console.print(f"{name}: {shown(value)}", highlight=False)

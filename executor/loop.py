@@ -23,7 +23,7 @@ import collections.abc
 import time
 import typing
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -267,6 +267,7 @@ class Loop:
         #: where the conversation stands before the request in flight (or after the last
         #: answer); read under :attr:`quiet`, which is held while a turn's calls run
         self.checkpoint: LoopState | None = None
+        self._start: float | None = None  # the run's start, budgets' time included (monotonic)
         self.quiet = asyncio.Lock()
         self.observers = list(observers)  # e.g. a cassette recorder: (request, response)
         self.log = log  # executor.audit.RequestLog, or None
@@ -375,6 +376,13 @@ class Loop:
         await tasks.wait_any(self._remaining(start))
         return tasks.take_ready()
 
+    def checkpoint_now(self) -> LoopState | None:
+        """:attr:`checkpoint` with the wall time spent until now: a request in flight (the
+        model thinking) takes time before anything else of its turn is known."""
+        if self.checkpoint is None or self._start is None:
+            return self.checkpoint
+        return replace(self.checkpoint, wall_s=time.monotonic() - self._start)
+
     def _checkpoint(self, previous: str | None, pending: list[dict[str, Any]], history: list[dict[str, Any]],
                     usage: Usage, turns: int, calls: int, start: float) -> LoopState:
         self.checkpoint = LoopState(previous, list(pending), list(history), Usage(**asdict(usage)), turns, calls,
@@ -385,7 +393,7 @@ class Loop:
         """Drive the conversation from ``task``, or continue ``resume`` (a snapshot's state, with
         ``task``, if any, as the next user message): its chain, history and budgets go on."""
         resume = (resume or LoopState(None, [], [])).continued(task)
-        start = time.monotonic() - resume.wall_s
+        start = self._start = time.monotonic() - resume.wall_s
         history: list[dict[str, Any]] = list(resume.history)
         pending: list[dict[str, Any]] = list(resume.pending)
         previous: str | None = resume.previous_response_id
@@ -454,6 +462,11 @@ class Loop:
                                             usage, turns, calls, start, last_id)
             raise
         finally:
+            # The checkpoint is where a resume starts, before the turn in flight; what that turn
+            # used (its response's tokens, its time) was spent all the same, and counts.
+            if self.checkpoint is not None:
+                self.checkpoint = replace(self.checkpoint, usage=Usage(**asdict(usage)))
+                self.checkpoint = self.checkpoint_now()
             if self.quiet.locked():
                 self.quiet.release()
             await self.toolbox.tasks.cancel_all()

@@ -55,7 +55,8 @@ from sandloop.errors import ConfigError, SandloopError, describe
 from sandloop.hostfiles import HostDir, refuse_inside
 
 __all__ = ["AUDIT_NAME", "DEFAULT_INSTRUCTIONS", "BudgetOverrides", "Run", "RunFiles", "RunOptions",
-           "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_toolbox", "run_task"]
+           "RunOutcome", "Runtime", "budgets_from", "open_computer", "open_desktop_computer", "open_toolbox",
+           "placement", "run_task"]
 
 log = logging.getLogger("sandloop.run")
 
@@ -98,7 +99,10 @@ class RunOptions:
     api_key: str | None = None
     #: a policy file or a preset name; None: the default preset
     policy: str | Path | None = None
-    browser: str = "off"  # "off", "container", "local", "auto", or "desktop" (a Linux desktop instead)
+    #: where computer calls go: "off", "container", "local", "auto" (Chromium), or "desktop" (a
+    #: Linux desktop instead); None: the policy's ``[computer] environment`` chooses (the desktop,
+    #: else off). See :func:`placement`.
+    browser: str | None = None
     #: with the desktop: a VNC view of it on this machine's loopback (``--live-view``)
     live_view: bool = False
     budgets: BudgetOverrides = field(default_factory=lambda: BudgetOverrides())
@@ -157,6 +161,8 @@ class Runtime:
     audit: AuditLog
     engine: PolicyEngine
     gate: PolicyGate
+    #: where the run's computer calls go (:func:`placement`)
+    placement: str = "off"
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,8 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
     ``restore``: the snapshot a resumed session starts from."""
     engine = load_policy(opts.policy)
     policy = engine.policy
+    # refused before anything starts: a placement the policy contradicts is a usage error
+    where = placement(opts.browser, policy, live_view=opts.live_view)
     approvals = opts.approvals or (DenyAll() if policy.unattended or not sys.stdin.isatty()
                                    else TerminalPrompt())
     audit = AuditLog(log_dir / AUDIT_NAME)
@@ -229,15 +237,32 @@ async def open_toolbox(opts: RunOptions, on_event: EventSink | None,
         toolbox.session = await open_session(backend, opts.repo.resolve(), replace(config, on_egress=gate.egress),
                                              policy.backend.options(backend), where=engine.loaded.where)
         stack.push_async_callback(toolbox.session.close)
-        if opts.browser == "desktop":
+        if where == "desktop":
             await open_desktop_computer(toolbox, gate, policy, stack, repo=opts.repo.resolve(), model=opts.model,
                                         live_view=opts.live_view)
-        elif opts.browser != "off":
-            if policy.computer.environment == "desktop":
-                raise ConfigError(f"the policy's [computer] environment is \"desktop\": use --desktop, not "
-                                  f"--browser {opts.browser}")
-            await open_computer(toolbox, gate, policy, stack, placement=opts.browser, model=opts.model)
-        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate)
+        elif where != "off":
+            await open_computer(toolbox, gate, policy, stack, placement=where, model=opts.model)
+        yield Runtime(toolbox, budgets_from(policy, opts.budgets), audit, engine, gate, where)
+
+
+def placement(requested: str | None, policy: Policy, *, default: str = "off", live_view: bool = False) -> str:
+    """Where computer calls go: ``requested`` (``--browser``/``--desktop``, the API's ``browser=``),
+    else the policy's ``[computer] environment`` (its desktop, else ``default``). A browser asked
+    for under a desktop policy is refused (ConfigError), as is a live view of no desktop: the
+    policy, the command line and the run must never disagree about what the model is driving.
+    "off" is never refused: it offers no computer at all."""
+    desktop = policy.computer.environment == "desktop"
+    if requested is None:
+        chosen = "desktop" if desktop else default
+    elif desktop and requested not in ("desktop", "off"):
+        raise ConfigError(f'the policy\'s [computer] environment is "desktop": computer calls drive its desktop, '
+                          f"not a browser (--browser {requested}); drop --browser, or use a policy without it")
+    else:
+        chosen = requested
+    if live_view and chosen != "desktop":
+        raise ConfigError('--live-view watches the desktop: give --desktop (or a policy with [computer] '
+                          'environment = "desktop")')
+    return chosen
 
 
 def resume_from(opts: RunOptions, loaded: LoadedSnapshot, folder: Path) -> tuple[Restore, list[str]]:
@@ -389,6 +414,11 @@ class Run:
         return self.runtime.toolbox
 
     @property
+    def placement(self) -> str:
+        """Where this run's computer calls go: "off", "container", "local", "auto" or "desktop"."""
+        return self.runtime.placement
+
+    @property
     def gate(self) -> PolicyGate:
         """The policy gate every action of this run asks (approvals and audit log included)."""
         return self.runtime.gate
@@ -427,12 +457,20 @@ class Run:
         ``[session] writable_root``) and the conversation — into ``<run folder>/snapshot``, for
         ``sandloop run --resume``. While a task runs, it waits for the turn's calls to finish
         (the conversation's next safe point). Returns the snapshot's folder."""
+        taken = await self._snapshot_if(lambda: True, reason=reason)
+        assert taken is not None
+        return taken
+
+    async def _snapshot_if(self, wanted: Callable[[], bool], *, reason: str) -> Path | None:
+        """:meth:`snapshot`, if ``wanted()`` still says so at the safe point (None: it did not)."""
         loop = self._loop
         if loop is not None:
             async with loop.quiet:
-                state = loop.checkpoint
+                state = loop.checkpoint_now()
                 assert state is not None  # set before the first request
-                return await self.snapshotter.take(state, reason=reason)
+                return await self.snapshotter.take(state, reason=reason) if wanted() else None
+        if not wanted():
+            return None
         return await self.snapshotter.take(self._state or LoopState(None, [], []), reason=reason)
 
     async def _every_turn(self, turn: TurnRecord, state: LoopState) -> None:
@@ -464,11 +502,11 @@ class Run:
         task = opts.task if task is None else task
         resume = self._state if self._continue else None
         if resume is not None and not task and not resume.pending:
-            raise ValueError("the snapshot's conversation was answered: give a TASK to continue it")
+            raise ValueError(snapshot.ANSWERED)
         if not task and resume is None:
             raise ValueError("no task to run: pass one, e.g. run.task('make the tests pass')")
         # The GA computer tool's declaration has no environment field: the model is told in words.
-        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if opts.browser == "desktop" else "")
+        instructions = opts.instructions + (DESKTOP_INSTRUCTIONS if self.placement == "desktop" else "")
         config = LoopConfig(model=opts.model, instructions=instructions,
                             stateless=opts.stateless, budgets=self.runtime.budgets,
                             # the preview computer tool requires it
@@ -507,7 +545,7 @@ class Run:
             "task": task, "model": model, "endpoint": endpoint,
             "policy": {"path": layers[-1].name if layers else str(opts.policy or "default"),
                        "sha256": self.engine.sha256},
-            "placement": opts.browser, "backend": type(session).__name__,
+            "placement": self.placement, "backend": type(session).__name__,
             "runtime": await asyncio.to_thread(runtime) if callable(runtime) else None}
         self.log.event("start", 0, **{**record, **fields})
 
@@ -546,6 +584,9 @@ async def run_task(opts: RunOptions, console: Console, *,
 FRONTEND = "frontend.json"
 #: why the last snapshot asked for by a signal failed, for ``sandloop snapshot RUN``
 SNAPSHOT_FAILED = "snapshot-failed.json"
+#: the prefix of a pending request's file from ``sandloop snapshot RUN`` (removed by whichever
+#: side gets there first: the run taking it, or the command withdrawing it)
+SNAPSHOT_REQUEST = "snapshot-request-"
 
 
 @contextlib.contextmanager
@@ -558,9 +599,22 @@ def snapshot_on_signal(run: Run) -> Iterator[None]:
     taking: set[asyncio.Task[Any]] = set()
 
     def take() -> None:
+        # `sandloop snapshot RUN` leaves a request file before it signals, and removes it to
+        # withdraw the request when it stops waiting: at the safe point, a request is taken only
+        # if this side removes one first (a bare SIGUSR1, with no request file, always is)
+        with HostDir(run.folder) as folder:
+            asked = any(name.startswith(SNAPSHOT_REQUEST) for name in folder.names())
+
+        def claimed() -> bool:
+            if not asked:
+                return True
+            with HostDir(run.folder) as folder:
+                # every request waiting is answered by this one snapshot
+                return sum(folder.remove(name) for name in folder.names() if name.startswith(SNAPSHOT_REQUEST)) > 0
+
         async def snap() -> None:
             try:
-                await run.snapshot(reason="signal")
+                await run._snapshot_if(claimed, reason="signal")
             except (SandloopError, OSError) as exc:
                 log.warning("the snapshot asked for failed: %s", describe(exc))
                 with HostDir(run.folder) as folder:  # for `sandloop snapshot RUN`, which waits

@@ -60,13 +60,47 @@ def _emit(outcome: RunOutcome, args: argparse.Namespace, console: Console) -> in
     return int(result.exit_code)
 
 
+def _placement(args: argparse.Namespace) -> str | None:
+    """Where computer calls go as the command line says; None leaves it to the policy's
+    ``[computer] environment`` (see :func:`executor.run.placement`)."""
+    return "desktop" if args.desktop else args.browser
+
+
+#: what ``--demo`` cannot honour (its scenario brings its own task, repo copy and browser page):
+#: refused, never quietly dropped
+_NOT_WITH_DEMO = (("task", "a TASK (the demo runs its own)"),
+                  ("repo", "--repo (the demo works in a copy of its own repo)"),
+                  ("desktop", "--desktop (the demo's scenario drives a browser page)"),
+                  ("live_view", "--live-view (the demo has no desktop)"), ("resume", "--resume"),
+                  ("policy_changed_ok", "--policy-changed-ok"))
+
+
+def _demo_conflict(args: argparse.Namespace) -> str | None:
+    """The first option given with ``--demo`` that the demo would ignore, named; None if none."""
+    for name, what in _NOT_WITH_DEMO:
+        if getattr(args, name):
+            return f"--demo cannot take {what}"
+    if not os.environ.get("OPENAI_API_KEY"):  # offline, the model side is the scripted one
+        if args.base_url:
+            return "--demo runs offline without OPENAI_API_KEY (a scripted model): --base-url needs the key"
+        # --model's default is SANDLOOP_MODEL: only a model named on the command line is refused
+        if args.model not in (None, os.environ.get("SANDLOOP_MODEL")):
+            return "--demo runs offline without OPENAI_API_KEY (a scripted model): --model needs the key"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from executor import demo
     from executor.run import RunOptions
     from executor.terminal import console as terminal_console
 
     console = terminal_console()
+    if args.desktop and args.browser is not None:
+        return fail(args, ExitCode.USAGE, "--desktop and --browser contradict each other: give one")
     if args.demo:
+        conflict = _demo_conflict(args)
+        if conflict is not None:
+            return fail(args, ExitCode.USAGE, conflict)
         with demo.scenario(args, console, _budgets(args)) as opts:
             return execute(opts, args, console)
     if args.resume:
@@ -79,12 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     repo = Path(args.repo or ".")
     if not repo.is_dir():
         return fail(args, ExitCode.USAGE, f"--repo {repo} is not a directory")
-    if args.live_view and not args.desktop:
-        return fail(args, ExitCode.USAGE, "--live-view watches the desktop: give --desktop too")
     opts = RunOptions(
         task=args.task, repo=repo, model=args.model or _MODEL, base_url=args.base_url,
         api_key=os.environ.get("OPENAI_API_KEY") or "unset", policy=args.policy,
-        browser="desktop" if args.desktop else args.browser or "off", budgets=_budgets(args), stateless=args.stateless,
+        browser=_placement(args), budgets=_budgets(args), stateless=args.stateless,
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
         backend=args.backend, image=args.image, live_view=args.live_view)
     return execute(opts, args, console)
@@ -97,17 +129,21 @@ def _resume(args: argparse.Namespace, console: Console) -> int:
     from executor.run import RunOptions
 
     try:
-        manifest = snapshot.load(args.resume).manifest
+        loaded = snapshot.load(args.resume)
     except SandloopError as exc:
         return fail(args, ExitCode.USAGE, describe(exc))
+    manifest = loaded.manifest
+    if not args.task and not loaded.state.pending:  # told before a run folder or a sandbox opens
+        return fail(args, ExitCode.USAGE, snapshot.ANSWERED)
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or manifest.get("base_url")
     if not (os.environ.get("OPENAI_API_KEY") or base_url):
         return fail(args, ExitCode.USAGE, "set OPENAI_API_KEY to resume the run")
     opts = RunOptions(
         task=args.task or "", repo=Path(args.repo or manifest["repo"]), model=args.model or manifest["model"],
         base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "unset",
-        policy=args.policy or manifest["policy"]["spec"], browser=args.browser or "off", budgets=_budgets(args),
-        stateless=bool(manifest.get("stateless")), instructions=manifest.get("instructions") or "",
+        policy=args.policy or manifest["policy"]["spec"], browser=_placement(args), budgets=_budgets(args),
+        live_view=args.live_view, stateless=bool(manifest.get("stateless")),
+        instructions=manifest.get("instructions") or "",
         log=Path(args.log) if args.log else None, record=Path(args.record) if args.record else None,
         backend=args.backend, image=args.image, resume=args.resume, policy_changed_ok=args.policy_changed_ok)
     if not opts.repo.is_dir():
@@ -133,7 +169,7 @@ def execute(opts: RunOptions, args: argparse.Namespace, console: Console) -> int
     except (SandloopError, OSError, ValueError) as exc:
         difference = getattr(exc, "difference", None)
         if difference:  # a policy changed since a snapshot: what changed, then the one line
-            console.print(shown(difference), highlight=False, markup=False)
+            console.print(shown(difference), highlight=False)  # shown() escapes the markup
         usage = isinstance(exc, (ConfigError, ValueError, HostPathRefused))
         return fail(args, ExitCode.USAGE if usage else ExitCode.ERROR, describe(exc))
     return _emit(outcome, args, console)
@@ -182,12 +218,14 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--base-url", help="Responses API base URL (default: OPENAI_BASE_URL)")
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
     p.add_argument("--browser", choices=("container", "local", "off"), default=None,
-                   help="where Chromium runs (default: off; the demo picks container or local)")
+                   help="where Chromium runs (default: off, or the desktop under a policy with [computer] "
+                   "environment = \"desktop\", which refuses a browser; the demo picks container or local)")
     p.add_argument("--desktop", action="store_true",
                    help="computer calls drive a whole Linux desktop in a container (Xvfb, a window "
-                   "manager, a terminal, an editor, Chromium) instead of a browser page")
+                   "manager, a terminal, an editor, Chromium) instead of a browser page (the default "
+                   "under a policy with [computer] environment = \"desktop\")")
     p.add_argument("--live-view", action="store_true",
-                   help="with --desktop: watch it with a VNC viewer (127.0.0.1, a password printed at start)")
+                   help="with the desktop: watch it with a VNC viewer (127.0.0.1, a password printed at start)")
     p.add_argument("--backend", choices=backends.names(), default=None,
                    help="what runs the session (default: the policy's [backend] type, else docker)")
     p.add_argument("--image", help="the image to start from for this run, instead of the policy's "
@@ -222,7 +260,8 @@ def register(sub: Any) -> None:
     p.add_argument("file", help="a cassette written by `sandloop run --record`")
     p.add_argument("--repo", default=".", help="the checkout to run the tools in (default: .)")
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
-    p.add_argument("--browser", choices=("container", "local", "off"), default="off",
-                   help="where Chromium runs for computer calls (default: off)")
+    p.add_argument("--browser", choices=("container", "local", "off"), default=None,
+                   help="where Chromium runs for computer calls (default: off, or the desktop under a "
+                   "policy with [computer] environment = \"desktop\")")
     p.add_argument("--log", help="the request/response log (default: a new run folder, as for run)")
     p.set_defaults(func=cmd_replay)

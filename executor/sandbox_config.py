@@ -76,9 +76,8 @@ def secret_specs(policy: Policy, allow: list[str] | tuple[str, ...] | None) -> t
     ``secret-host-not-allowed``, refused at start too, since it could never be sent."""
     unreachable = secrets_not_allowed(policy)
     if unreachable:
-        name = unreachable[0]
-        raise ConfigError(f"secret {name!r}: its host {policy.secrets[name].host}:{policy.secrets[name].port} is "
-                          "allowed by neither [shell] network nor [environment] setup_network")
+        name, why = unreachable[0]
+        raise ConfigError(f"secret {name!r} is for {policy.secrets[name].host}:{policy.secrets[name].port}: {why}")
     entries = [host_entry(entry) for entry in allow or []]
     return tuple(
         SecretSpec(name=name, host=s.host, port=s.port, env=s.env, file=s.file, header=s.header,

@@ -47,10 +47,12 @@ from sandloop import __version__
 from sandloop.errors import ConfigError
 from sandloop.hostfiles import HostDir, state_dir
 
-__all__ = ["FORMAT", "STATE", "LoadedSnapshot", "PolicyChanged", "RunFacts", "SnapshotError", "Snapshotter",
+__all__ = ["ANSWERED", "FORMAT", "STATE", "LoadedSnapshot", "PolicyChanged", "RunFacts", "SnapshotError", "Snapshotter",
            "checkout_listing",
            "copy_tar", "drift", "link_audit", "load", "require_image", "run_folder_of", "session_factory"]
 
+#: why a resume of an answered conversation needs a TASK (nothing is left for the model to answer)
+ANSWERED = "the snapshot's conversation was answered: give a TASK (the next user message) to continue it"
 #: the layout this sandloop writes and reads; another one is refused, naming the version that wrote it
 FORMAT = 1
 #: each snapshot's files carry its count (``tmp-3.tar``): the manifest, replaced last, names the
@@ -323,7 +325,7 @@ def require_image(snapshot: LoadedSnapshot, client: Any) -> None:
     try:
         client.images.get(snapshot.image)
     except docker.errors.ImageNotFound:
-        raise SnapshotError(f"the snapshot of {snapshot.run_id} needs its root image {snapshot.image[:19]}, which "
+        raise SnapshotError(f"the snapshot of {snapshot.run_id} needs its root image {snapshot.image}, which "
                             "was removed (pruned): it cannot be resumed; start a new run") from None
 
 
@@ -339,7 +341,8 @@ def link_audit(snapshot: LoadedSnapshot, folder: Path, name: str) -> Head:
     if found.problems:
         raise SnapshotError(f"the audit log of {snapshot.run_id} does not verify up to the snapshot's head "
                             f"({found.problems[0]}): it cannot be continued; start a new run")
-    lines = previous.read_bytes().splitlines(keepends=True)[: head.records]
+    # no log: the run decided nothing (check() refused it otherwise)
+    lines = previous.read_bytes().splitlines(keepends=True)[: head.records] if previous.exists() else []
     with HostDir(folder) as target:
         if target.exists(name):
             raise SnapshotError(f"{folder / name} exists: a resumed run starts a new audit log")

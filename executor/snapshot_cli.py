@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 from executor.exits import ExitCode, fail
 from sandloop.errors import SandloopError, describe
+from sandloop.text import short_image
 
 __all__ = ["register"]
 
@@ -63,10 +65,11 @@ def _count(folder: Path) -> int:
 
 
 def _take(args: argparse.Namespace) -> int:
-    from executor.run import FRONTEND, SNAPSHOT_FAILED
+    from executor.run import FRONTEND, SNAPSHOT_FAILED, SNAPSHOT_REQUEST
     from executor.snapshot import run_folder_of
     from sandbox.lifecycle import proc_start_time
     from sandbox.snapshots import FOLDER
+    from sandloop.hostfiles import HostDir
 
     folder = run_folder_of(args.target)
     try:
@@ -80,15 +83,27 @@ def _take(args: argparse.Namespace) -> int:
                                           "snapshot with `sandloop run --resume`")
     before = _count(folder)
     asked = time.time()
+    request = f"{SNAPSHOT_REQUEST}{secrets.token_hex(8)}"
+    with HostDir(folder) as run:
+        run.replace(request, b"")
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + args.timeout
     while _count(folder) <= before:
         failed = _failure(folder / SNAPSHOT_FAILED, asked)
         if failed is not None:
             return fail(args, ExitCode.ERROR, f"the run in {folder} could not take the snapshot: {failed}")
-        if time.monotonic() > deadline or proc_start_time(pid) != start:
+        if proc_start_time(pid) != start:
+            _withdraw(folder, request)
+            return fail(args, ExitCode.ERROR, f"the run in {folder} (pid {pid}) ended before its snapshot came")
+        if time.monotonic() > deadline:
+            if _withdraw(folder, request):
+                return fail(args, ExitCode.ERROR, f"no snapshot came from the run in {folder} (pid {pid}) within "
+                                                  f"{args.timeout:g} s: the request is withdrawn, none will be taken")
+            if _count(folder) > before:
+                break  # taken up and written since the last look
             return fail(args, ExitCode.ERROR, f"no snapshot came from the run in {folder} (pid {pid}) within "
-                                              f"{args.timeout:g} s")
+                                              f"{args.timeout:g} s, but the run is taking it now: it will still "
+                                              "be written (`sandloop snapshot ls` shows it)")
         time.sleep(0.05)
     where = folder / FOLDER
     if args.json:
@@ -96,6 +111,14 @@ def _take(args: argparse.Namespace) -> int:
     else:
         print(f"snapshot {_count(folder)} of {folder.name}: {where}  (resume: sandloop run --resume {folder.name})")
     return 0
+
+
+def _withdraw(folder: Path, request: str) -> bool:
+    """Take back a request the run has not taken up yet; False when it already has."""
+    from sandloop.hostfiles import HostDir
+
+    with HostDir(folder) as run:
+        return run.remove(request)
 
 
 def _failure(path: Path, since: float) -> str | None:
@@ -112,7 +135,12 @@ def _failure(path: Path, since: float) -> str | None:
 def _ls(args: argparse.Namespace) -> int:
     from sandbox.snapshots import list_snapshots
 
-    found = list_snapshots()
+    client = _engine()
+    try:
+        found = list_snapshots(client=client)
+    finally:
+        if client is not None:
+            client.close()
     if args.json:
         print(json.dumps([snap.to_json() for snap in found], indent=2))
         return 0
@@ -120,21 +148,33 @@ def _ls(args: argparse.Namespace) -> int:
         print("no snapshots")
     for snap in found:
         when = datetime.datetime.fromtimestamp(snap.created).strftime("%Y-%m-%d %H:%M")
-        image = f"  root {snap.image[:19]}" if snap.image else ""
-        print(f"{snap.run_id}  {when}  {snap.size / 1e6:.1f} MB  {snap.turns} turn(s){image}")
+        size = f"files {snap.size / 1e6:.1f} MB"
+        if snap.image:  # the root's layer is on the engine, not in the folder: both are shown
+            layer = "gone" if snap.layer is None else f"{snap.layer / 1e6:.1f} MB"
+            size += f" + root layer {layer}"
+        image = f"  root {short_image(snap.image)}" if snap.image else ""
+        print(f"{snap.run_id}  {when}  {size}  {snap.turns} turn(s){image}")
     return 0
 
 
-def _prune(args: argparse.Namespace) -> int:
+def _engine() -> Any:
+    """A Docker client when some snapshot committed its root (None otherwise: listing the
+    others needs no engine)."""
     from sandbox.docker import engine_errors
-    from sandbox.snapshots import list_snapshots, prune
+    from sandbox.snapshots import list_snapshots
 
-    client = None
-    if any(snap.image for snap in list_snapshots()):
-        import docker
+    if not any(snap.image for snap in list_snapshots()):
+        return None
+    import docker
 
-        with engine_errors("cannot reach the Docker engine"):
-            client = docker.from_env()
+    with engine_errors("cannot reach the Docker engine"):
+        return docker.from_env()
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from sandbox.snapshots import prune
+
+    client = _engine()
     try:
         removed = prune(older_than_days=args.days, everything=args.all, client=client)
     finally:

@@ -209,11 +209,17 @@ class Check:
 
 def check(path: str | Path, *, head: Head | str | None = None) -> Check:
     """Verify the chain, and, given the ``head`` kept at the end of a run, that the log still
-    holds every record up to it unchanged (a cut tail, or a rewrite, shows here)."""
+    holds every record up to it unchanged (a cut tail, or a rewrite, shows here).
+
+    A log is written with its first record, so a run that decided nothing has none: given a
+    head, a missing file is that empty chain (valid at the empty head, a removed log at any
+    other); without one there is nothing to tell a wrong path from, and OSError is raised."""
     problems: list[str] = []
     prev = GENESIS
     hashes = [GENESIS]  # hashes[n]: the hash of line n (0: before the first line)
-    for number, line, data in _records(Path(path)):
+    path = Path(path)
+    missing = head is not None and not path.exists()
+    for number, line, data in [] if missing else _records(path):
         if data is None:
             problems.append(f"line {number}: not a JSON object")
         else:
@@ -240,7 +246,8 @@ def check(path: str | Path, *, head: Head | str | None = None) -> Check:
                             "cut before the head, or the records up to it were changed")
             return Check(problems, now)
     elif at > count:
-        problems.append(f"the log holds {count} records, the head {expected} says {at}: "
+        problems.append(f"the log is missing, the head {expected} says it held {at} record(s): it was removed"
+                        if missing else f"the log holds {count} records, the head {expected} says {at}: "
                         f"{at - count} record(s) were removed from the end")
         return Check(problems, now)
     if hashes[at] != expected.sha256:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from policies import audit
 from policies.cli_output import emit as _emit
-from policies.cli_output import explained, explained_lines, json_line, summary_line
+from policies.cli_output import explained, explained_lines, json_line, located, summary_line
 from policies.cli_output import verdict_data as _verdict
 from policies.engine import Decider, PolicyEngine, example_problems, load_policy
-from policies.lint import lint
+from policies.lint import ERROR, NOTE, lint
 from policies.problems import PolicyLoadError, Problem
 from sandloop.text import visible
 from sandloop.verdict import Verdict
@@ -71,10 +71,12 @@ def _check(args: argparse.Namespace) -> int:
         engine = _load(args.file)
     except PolicyLoadError as exc:
         return _load_errors(args, exc.problems)
-    findings = lint(engine)
+    found = lint(engine)
+    findings = [f for f in found if f.severity == ERROR]
+    notes = [f for f in found if f.severity == NOTE]
     if args.json:
         _emit({"ok": not findings, "sha256": engine.sha256, "rules": len(engine.rules),
-               "findings": [f.as_dict() for f in findings]})
+               "findings": [f.as_dict() for f in findings], "notes": [f.as_dict() for f in notes]})
     else:
         from rich.markup import escape
 
@@ -84,7 +86,11 @@ def _check(args: argparse.Namespace) -> int:
         for f in findings:
             console.print(f"[yellow]{f.code}[/yellow] {escape(f.source)} {escape(f.rule_id or '')}: "
                           f"{escape(f.message)}")
-        console.print("no findings" if not findings else f"{len(findings)} finding(s)")
+        for f in notes:
+            console.print(f"note {f.code} {escape(f.source)} {escape(f.rule_id or '')}: {escape(f.message)}")
+        console.print(("no findings" if not findings else f"{len(findings)} finding(s)")
+                      + (f" ({len(notes)} note(s): lines of a shipped preset this file extends and does not "
+                         "change; they do not fail the check)" if notes else ""))
     return 1 if findings else 0
 
 
@@ -192,7 +198,7 @@ def _test(args: argparse.Namespace) -> int:
         if not ok:
             failures.append(f"{case.subject()!r}: expected {case.decision.value}"
                             f"{' by ' + case.rule if case.rule else ''}, got {v.decision.value} "
-                            f"by {v.rule_id or 'the default'} ({v.source})")
+                            f"by {v.rule_id or 'the default'} ({located(v)})")
     if args.json:
         _emit({"ok": not failures, "examples": examples, "cases": results, "failures": failures})
     else:
@@ -328,6 +334,9 @@ def _audit_verify(args: argparse.Namespace) -> int:
         found = audit.check(args.log, head=head)
     except (OSError, ValueError) as exc:
         text = str(exc) if isinstance(exc, ValueError) else f"{exc.filename or args.log}: {exc.strerror or exc}"
+        if isinstance(exc, FileNotFoundError) and head is None:
+            # a run that decided nothing wrote no log: only its head can tell that from a lost one
+            text += " (a run that decided nothing has no log: give its head, --summary or --head, to check it)"
         if args.json:
             _emit({"ok": False, "errors": [text]})
         else:

@@ -17,7 +17,11 @@ from sandloop.verdict import Verdict
 if TYPE_CHECKING:
     from policies.shell_words import SimpleCommand
 
-__all__ = ["emit", "explained", "explained_lines", "json_line", "summary_line", "verdict_data"]
+__all__ = ["emit", "explained", "explained_lines", "json_line", "located", "summary_line", "verdict_data"]
+
+#: Where a verdict with no file:line comes from: sandloop's own rule (a write outside the
+#: workspace, a built-in default), not a line of any policy file.
+BUILT_IN = "built-in"
 
 
 def emit(data: Any) -> None:
@@ -43,10 +47,15 @@ def explained(subject: str, verdict: Verdict,
                           "unknown": cmd.unknown, **verdict_data(v)} for cmd, v in commands]}
 
 
+def located(v: Verdict) -> str:
+    """Where the rule that decided ``v`` is written: ``file:line``, or ``built-in``."""
+    return v.source or BUILT_IN
+
+
 def summary_line(subject: str, verdict: Verdict) -> str:
     """The verdict on one input, on one line (control characters shown, never acted on)."""
     return visible(f"{subject!r} → {verdict.decision.value} by {verdict.rule_id or 'the default'} "
-                   f"({verdict.source or 'built-in'}): {verdict.justification}")
+                   f"({located(verdict)}): {verdict.justification}")
 
 
 def explained_lines(subject: str, verdict: Verdict,
@@ -54,5 +63,5 @@ def explained_lines(subject: str, verdict: Verdict,
     """``policy explain`` for people: each simple command with the rule that decides it, then
     the whole input's verdict."""
     lines = [visible(f"  {v.decision.value:<6} {cmd.text}\n         by {v.rule_id or 'the default'}"
-                     f" at {v.source}: {v.justification}") for cmd, v in commands]
+                     f" at {located(v)}: {v.justification}") for cmd, v in commands]
     return [*lines, summary_line(subject, verdict)]

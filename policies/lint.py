@@ -1,5 +1,8 @@
 """Lints for auditors: policy mistakes that load fine but do not do what they seem to.
 
+Each finding is located at the line to change. One located in a shipped preset that the checked
+file extends is a note (see :data:`NOTE`): ``policy check`` shows it and does not fail for it.
+
 * ``shadowed-rule`` — an earlier rule matches everything a later one does, so the later one
   never decides (checked pairwise; a rule hidden only by several earlier rules together is not
   reported);
@@ -24,17 +27,20 @@
   machine (or its network) runs there; name the port (``127.0.0.1:8080``);
 * ``timeout-above-max`` — the default shell timeout is above the maximum;
 * ``secret-host-not-allowed`` — a ``[secrets]`` entry names a host:port that neither
-  ``[shell] network`` nor ``[environment] setup_network`` (nor, when it is set,
-  ``setup_registries``) lets anyone reach: the proxy would refuse every request the secret is for.
+  ``[shell] network`` nor ``[environment] setup_network`` nor a registry of ``setup_registries``
+  (pip's or npm's, as this host's client is configured) lets anyone reach: the proxy would refuse
+  every request the secret is for.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
+from policies.paths import PRESETS_DIR
+from sandloop.errors import ConfigError
 from sandloop.matching import host_entry, ip_literal, is_loopback_name, match_host
 from sandloop.verdict import Decision
 
@@ -43,7 +49,7 @@ from sandloop.verdict import Decision
 if TYPE_CHECKING:
     from policies.model import Policy
 
-__all__ = ["COMMAND_OPTION_PROBES", "LAUNCHERS", "Finding", "lint", "secrets_not_allowed"]
+__all__ = ["COMMAND_OPTION_PROBES", "ERROR", "LAUNCHERS", "NOTE", "Finding", "lint", "secrets_not_allowed"]
 
 LAUNCHERS = frozenset({
     # shells and interpreters: their argument is a program
@@ -92,12 +98,21 @@ COMMAND_OPTION_PROBES: dict[str, tuple[str, ...]] = {
 _GIT_PROBES = ((".git/config", "update_file"), (".git/hooks/pre-commit", "create_file"))
 
 
+#: A finding's severity: an error fails ``policy check``; a note is shown and does not. A
+#: finding located in a shipped preset the checked file extends (and does not change there) is a
+#: note: the preset is sandloop's, documented and checked on its own, so a user's policy is not
+#: failed for it; the lints point a finding at the line to change, so one the user's file causes
+#: is located there.
+ERROR, NOTE = "error", "note"
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str
     message: str
     rule_id: str | None
     source: str  # "file:line"
+    severity: str = ERROR
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
@@ -190,35 +205,54 @@ def _browser(engine: PolicyEngine) -> list[Finding]:
     return findings
 
 
-def secrets_not_allowed(policy: Policy) -> list[str]:
-    """The ``[secrets]`` entries whose host:port no network list of the policy allows (the
-    registries of ``setup_registries`` are known only at run time: they count as allowing)."""
+def secrets_not_allowed(policy: Policy) -> list[tuple[str, str]]:
+    """The ``[secrets]`` entries whose host:port no network list of the policy allows, each with
+    what allows nothing for it. A registry of ``setup_registries`` allows its own hosts, as this
+    host's client is configured (pip's and npm's, asked only when a secret needs them), for setup
+    only; the image's package sources (apt, apk, dnf) are known only once the image is looked at,
+    so a secret for one of their hosts is named in ``setup_network``."""
     shell = policy.shell.network if isinstance(policy.shell.network, list) else []
-    setup = policy.environment.setup_network
-    lists = [host_entry(entry) for entry in [*shell, *setup]]
-    return [name for name, secret in policy.secrets.items()
-            if match_host(lists, secret.host, secret.port) is None and not policy.environment.setup_registries]
+    lists = [host_entry(entry) for entry in [*shell, *policy.environment.setup_network]]
+    left = [name for name, secret in policy.secrets.items() if match_host(lists, secret.host, secret.port) is None]
+    # Imported here: it starts the clients (subprocess), and `policy explain` imports this module.
+    from sandloop.package_clients import CLIENTS, index_hosts
+
+    clients = [name for name in policy.environment.setup_registries if name in CLIENTS]
+    if not left or not clients:
+        return [(name, _NOT_LISTED) for name in left]
+    try:
+        hosts = index_hosts(clients)
+    except ConfigError as exc:
+        return [(name, f"{_NOT_LISTED}, and the registries of setup_registries are unknown ({exc})")
+                for name in left]
+    registries = [host_entry(host) for host in hosts]
+    return [(name, f"{_NOT_LISTED}, nor is it a registry host of setup_registries "
+             f"({', '.join(clients)}: {', '.join(hosts) or 'none'})")
+            for name in left if match_host(registries, policy.secrets[name].host, policy.secrets[name].port) is None]
+
+
+_NOT_LISTED = "neither [shell] network nor [environment] setup_network allows it"
 
 
 def _secrets(engine: PolicyEngine) -> list[Finding]:
-    return [Finding(
-        "secret-host-not-allowed",
-        f"secret {name!r} is for {engine.policy.secrets[name].host}:{engine.policy.secrets[name].port}, which "
-        "neither [shell] network nor [environment] setup_network allows: add the host there, or drop the secret",
-        f"secrets.{name}", engine.loaded.where(("secrets", name))) for name in secrets_not_allowed(engine.policy)]
+    findings = []
+    for name, why in secrets_not_allowed(engine.policy):
+        secret = engine.policy.secrets[name]
+        findings.append(Finding(
+            "secret-host-not-allowed",
+            f"secret {name!r} is for {secret.host}:{secret.port}: {why}; add the host there, or drop the secret",
+            f"secrets.{name}", engine.loaded.where(("secrets", name))))
+    return findings
 
 
 def lint(engine: PolicyEngine) -> list[Finding]:
     findings: list[Finding] = []
     rules = engine.rules
+    shipped = _shipped_presets(engine)
     for later in rules:
         for earlier in rules[: later.index]:
             if _subsumes(earlier.elements, later.elements):
-                findings.append(Finding(
-                    "shadowed-rule",
-                    f"rule {later.rule.id!r} never decides: the earlier rule {earlier.rule.id!r} "
-                    f"({earlier.source}) matches everything it matches",
-                    later.rule.id, later.source))
+                findings.append(_shadowed(engine, shipped, earlier, later))
                 break
     for rule in rules:
         if rule.rule.decision is Decision.ALLOW:
@@ -235,7 +269,8 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             findings.append(Finding(
                 "writable-git", f"a patch may {kind.split('_')[0]} {path} ({verdict.decision.value}"
                 "); hooks and config in .git run code — add '**/.git/**' to files.read_only",
-                verdict.rule_id, verdict.source or engine.loaded.where(("files",))))
+                # where the fix goes (the read_only list), not the writable glob that lets it
+                verdict.rule_id, engine.loaded.where(("files", "read_only"))))
             break
     shell = engine.policy.shell
     if isinstance(shell.network, list) and "*" in shell.network:
@@ -249,4 +284,34 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             "timeout-above-max", f"shell.default_timeout_ms ({shell.default_timeout_ms}) is above "
             f"shell.max_timeout_ms ({shell.max_timeout_ms})",
             "shell.default_timeout_ms", engine.loaded.where(("shell", "default_timeout_ms"))))
-    return findings
+    return [replace(f, severity=NOTE) if _file_of(f.source) in shipped else f for f in findings]
+
+
+def _shipped_presets(engine: PolicyEngine) -> frozenset[str]:
+    """How findings name the shipped presets the checked file extends (not the file itself)."""
+    presets = PRESETS_DIR.resolve()
+    return frozenset(layer.name for layer in engine.loaded.layers[:-1] if layer.path.parent == presets)
+
+
+def _file_of(source: str) -> str:
+    name, colon, line = source.rpartition(":")
+    return name if colon and line.isdigit() else source
+
+
+def _shadowed(engine: PolicyEngine, shipped: frozenset[str], earlier: CompiledRule,
+              later: CompiledRule) -> Finding:
+    """A rule that never decides. When the user's rule hides a shipped preset's rule that would
+    decide otherwise, the finding is about the user's rule: the preset's line is not the one to
+    change, and the hidden decision (a prompt on git push…) is what the user may not have meant."""
+    if (_file_of(later.source) in shipped and _file_of(earlier.source) not in shipped
+            and earlier.rule.decision is not later.rule.decision):
+        return Finding(
+            "shadowed-rule",
+            f"rule {earlier.rule.id!r} matches everything the preset's rule {later.rule.id!r} ({later.source}, "
+            f"{later.rule.decision.value}) matches, so that rule never decides: name yours {later.rule.id!r} "
+            "to replace it, or narrow it", earlier.rule.id, earlier.source)
+    return Finding(
+        "shadowed-rule",
+        f"rule {later.rule.id!r} never decides: the earlier rule {earlier.rule.id!r} "
+        f"({earlier.source}) matches everything it matches",
+        later.rule.id, later.source)

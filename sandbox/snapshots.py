@@ -34,6 +34,7 @@ __all__ = [
     "StoredSnapshot",
     "image_labels",
     "image_tag",
+    "layer_size",
     "list_snapshots",
     "prune",
     "remove_image",
@@ -72,19 +73,23 @@ class StoredSnapshot:
     size: int  # bytes in the run folder (the tar, the state)
     image: str | None  # the root's image, when the root was committed
     turns: int
+    #: bytes of the root's committed layer (what the commit added to its base image), when there
+    #: is one and the engine was asked; None otherwise (no image, gone, or not looked up)
+    layer: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "folder": str(self.folder), "created": self.created,
-                "size": self.size, "image": self.image, "turns": self.turns}
+                "size": self.size, "image": self.image, "turns": self.turns, "layer": self.layer}
 
 
 def _runs() -> Path:
     return state_dir() / "runs"
 
 
-def list_snapshots(runs: Path | None = None) -> list[StoredSnapshot]:
+def list_snapshots(runs: Path | None = None, *, client: Any = None) -> list[StoredSnapshot]:
     """Every run folder's snapshot, oldest first (a manifest that cannot be read is listed with
-    what its folder says, so that prune can still remove it)."""
+    what its folder says, so that prune can still remove it); with an engine ``client``, each
+    committed root's layer size too."""
     found = []
     root = runs or _runs()
     for manifest in sorted(root.glob(f"*/{FOLDER}/{MANIFEST}")):
@@ -96,12 +101,26 @@ def list_snapshots(runs: Path | None = None) -> list[StoredSnapshot]:
         data = data if isinstance(data, dict) else {}
         size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and not p.is_symlink())
         created = data.get("created")
+        image = data.get("image") if isinstance(data.get("image"), str) else None
         found.append(StoredSnapshot(
             run_id=folder.parent.name, folder=folder,
             created=float(created) if isinstance(created, (int, float)) else manifest.stat().st_mtime,
-            size=size, image=data.get("image") if isinstance(data.get("image"), str) else None,
-            turns=int(data.get("turns") or 0) if isinstance(data.get("turns"), int) else 0))
+            size=size, image=image, turns=int(data.get("turns") or 0) if isinstance(data.get("turns"), int) else 0,
+            layer=layer_size(client, image) if client is not None and image is not None else None))
     return sorted(found, key=lambda s: s.created)
+
+
+def layer_size(client: Any, image: str) -> int | None:
+    """Bytes the commit of ``image`` added to its base: the newest layer of its history (a
+    commit adds exactly one); None when the engine has no such image."""
+    import docker.errors
+
+    try:
+        history = client.api.history(image)
+    except docker.errors.APIError:
+        return None
+    size = history[0].get("Size") if history else None
+    return size if isinstance(size, int) else None
 
 
 def remove_image(client: Any, image: str) -> bool:

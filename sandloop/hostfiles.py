@@ -209,11 +209,15 @@ class HostDir:
                     out.append((entry.name, entry.stat(follow_symlinks=False)))
         return out
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str) -> bool:
         """Remove the file (a link at the name is removed itself, never followed); gone already
-        is fine."""
-        with contextlib.suppress(FileNotFoundError):
+        is fine. True when this call removed it: of two processes removing one file, one is told
+        True (a hand-over between them)."""
+        try:
             os.unlink(_name(name), dir_fd=self._fd)
+        except FileNotFoundError:
+            return False
+        return True
 
 
 def _name(name: str) -> str:

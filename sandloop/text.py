@@ -10,7 +10,7 @@ terminal ignores it — on a TTY and when piped alike. Logs keep the raw text (J
 
 from __future__ import annotations
 
-__all__ = ["visible"]
+__all__ = ["short_image", "visible"]
 
 # Bidirectional controls (embeddings, overrides, isolates, marks).
 _BIDI = (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -33,3 +33,10 @@ def visible(text: str, *, one_line: bool = False) -> str:
     """``text`` with every control character shown instead of acted on. Newlines and tabs stay
     unless ``one_line`` (a progress line must stay one line)."""
     return text.translate(_ONE_LINE if one_line else _MULTI_LINE)
+
+
+def short_image(ref: str) -> str:
+    """An image as a person reads it: a content id (``sha256:…``) cut to its first 12 hex
+    digits, as ``docker images`` shows it; a name (``repo:tag``) whole, since a cut name can
+    name another image."""
+    return ref[:19] if ref.startswith("sha256:") else ref

@@ -56,9 +56,11 @@ def register(sub: Any) -> None:
                     "(sandloop report works on it).")
     p.add_argument("--repo", default=".", help="the checkout to work in (default: .)")
     p.add_argument("--policy", help="a policy file or preset name (default: the default preset)")
-    p.add_argument("--browser", choices=("auto", "container", "local", "off"), default="auto",
+    p.add_argument("--browser", choices=("auto", "container", "local", "off"), default=None,
                    help="where Chromium runs for the computer tool (default: auto; the tool is offered "
-                        "when the policy's [browser] rules allow some page)")
+                        "when the policy's [browser] rules allow some page). Under a policy with "
+                        "[computer] environment = \"desktop\" the tool drives that desktop, and a "
+                        "browser is refused")
     p.add_argument("--backend", help="what runs the sessions (default: the policy's [backend] type)")
     p.add_argument("--image", help="the image to start from, instead of the policy's [environment] one")
     p.add_argument("--http", metavar="HOST:PORT",

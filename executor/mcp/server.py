@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import sys
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jsonschema
@@ -38,6 +39,7 @@ from executor.mcp.calls import CallAnswer
 from executor.mcp.session import McpSession, ServeOptions
 from executor.mcp.stdio import stdio
 from executor.mcp.tools import APPLY_PATCH, COMPUTER, SHELL, ToolSpec, offered
+from executor.run import placement
 from policies.engine import load_policy
 from sandbox.images import package_version
 from sandloop.errors import describe
@@ -212,10 +214,13 @@ def build_server(sessions: Sessions) -> Built:
     """The server for ``sessions``' options. The policy is loaded here, so a policy that does not
     load is a one-line error before any client connects (each session loads it again when it
     opens)."""
-    options = sessions.options
-    policy = load_policy(options.policy).policy
+    policy = load_policy(sessions.options.policy).policy
+    # where the computer tool acts, settled once (a contradiction is refused here, before any
+    # client connects): every session opens that placement
+    where = placement(sessions.options.browser, policy, default="auto")
+    sessions.options = replace(sessions.options, browser=where)
     max_patch_bytes = policy.files.max_patch_bytes
-    checked = {spec.name: Checked(spec, max_patch_bytes) for spec in offered(options.browser, policy)}
+    checked = {spec.name: Checked(spec, max_patch_bytes) for spec in offered(where, policy)}
     tools = [_tool(c.spec) for c in checked.values()]
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],

@@ -23,7 +23,7 @@ from typing import Any
 from executor.mcp import calls
 from executor.mcp.approvals import Ask, ElicitApprovals
 from executor.mcp.tools import APPLY_PATCH, COMPUTER, SHELL
-from executor.run import Run, RunOptions, open_computer
+from executor.run import Run, RunOptions, open_computer, open_desktop_computer
 from sandloop.errors import SandboxUnavailable
 
 __all__ = ["McpSession", "ServeOptions"]
@@ -35,8 +35,9 @@ class ServeOptions:
 
     repo: Path
     policy: str | None = None
-    #: where Chromium runs for the computer tool: auto, container, local or off
-    browser: str = "auto"
+    #: where the computer tool acts: auto, container, local or off (Chromium), or desktop; None:
+    #: the policy's ``[computer] environment`` (resolved by the server: :func:`executor.run.placement`)
+    browser: str | None = None
     backend: str | None = None
     image: str | None = None
     #: how clients reach the server ("stdio", or the HTTP URL), for the run's log
@@ -78,9 +79,14 @@ class McpSession:
             return self._run
 
     async def _computer(self, run: Run) -> None:
-        if run.toolbox.computer is None:
-            await open_computer(run.toolbox, run.gate, run.engine.policy, self._browser_stack,
-                                placement=self.options.browser)
+        if run.toolbox.computer is not None:
+            return
+        where = self.options.browser or "auto"
+        if where == "desktop":
+            await open_desktop_computer(run.toolbox, run.gate, run.engine.policy, self._browser_stack,
+                                        repo=self.options.repo)
+        else:
+            await open_computer(run.toolbox, run.gate, run.engine.policy, self._browser_stack, placement=where)
 
     async def _dispatch(self, name: str, call_id: str, args: dict[str, Any]) -> calls.CallAnswer:
         run = await self.run()

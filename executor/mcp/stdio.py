@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import re
+import selectors
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -214,19 +215,31 @@ def _claimed(fd: int, replacement: int) -> Iterator[int]:
             fcntl.fcntl(fd, fcntl.F_SETFL, flags)
 
 
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd``. epoll refuses regular files and some character
+    devices (/dev/null): asyncio's pipe transports would fail on them only later, inside a loop
+    callback, leaving a traceback and a read that never ends. Reading or writing those does not
+    block, so they are used directly."""
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, selectors.EVENT_READ)
+        except PermissionError:
+            return False
+    return True
+
+
 async def _reader(fd: int, stack: contextlib.AsyncExitStack) -> Read:
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader(limit=_CHUNK, loop=loop)
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
-    try:
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream, loop=loop), pipe)
-    except ValueError:  # a regular file: reading it does not block
+    if not _pollable(fd):
         stack.callback(pipe.close)
 
         async def read_file() -> bytes:
             return pipe.read(_CHUNK) or b""
 
         return read_file
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream, loop=loop), pipe)
     stack.callback(transport.close)
 
     async def read() -> bytes:
@@ -238,15 +251,14 @@ async def _reader(fd: int, stack: contextlib.AsyncExitStack) -> Read:
 async def _writer(fd: int, stack: contextlib.AsyncExitStack) -> Callable[[bytes], Awaitable[None]]:
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
-    try:
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
-    except ValueError:  # a regular file: writing it does not block
+    if not _pollable(fd):
         stack.callback(pipe.close)
 
         async def write_file(data: bytes) -> None:
             pipe.write(data)
 
         return write_file
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     stack.callback(transport.close)
 

@@ -157,17 +157,29 @@ def _action_schema() -> dict[str, Any]:
     return TypeAdapter(ComputerAction).json_schema()
 
 
-def _computer() -> ToolSpec:
+#: the computer tool's title and description, by where it acts
+_COMPUTER_TEXT = {
+    "browser": ("Browser (sandboxed Chromium)",
+                "Act on a Chromium page — click, double_click, scroll, type, keypress, move, drag, "
+                "wait, screenshot — and get ONE screenshot back after the actions (coordinates are "
+                "pixels of that screenshot). Every request the page makes is decided by the sandloop "
+                "policy's [browser] rules. Use navigate to open a URL."),
+    "desktop": ("Desktop (sandboxed Linux, X11)",
+                "Act on a Linux desktop (the openbox window manager; an xterm open in the checkout at "
+                "/workspace; mousepad and chromium to start from it) — click, double_click, scroll, type, "
+                "keypress, move, drag, wait, screenshot — and get ONE screenshot back after the actions "
+                "(coordinates are pixels of that screenshot). Its network is the sandloop policy's "
+                "[shell] network allow-list."),
+}
+
+
+def _computer(environment: str = "browser") -> ToolSpec:
     action = _action_schema()
+    title, description = _COMPUTER_TEXT[environment]
     return ToolSpec(
         name="computer",
-        title="Browser (sandboxed Chromium)",
-        description=(
-            "Act on a Chromium page — click, double_click, scroll, type, keypress, move, drag, "
-            "wait, screenshot — and get ONE screenshot back after the actions (coordinates are "
-            "pixels of that screenshot). Every request the page makes is decided by the sandloop "
-            "policy's [browser] rules. Use navigate to open a URL."
-        ),
+        title=title,
+        description=description,
         input_schema={
             "type": "object",
             "$defs": action.get("$defs", {}),
@@ -211,15 +223,20 @@ COMPUTER = "computer"
 
 def computer_offered(placement: str, policy: Policy) -> bool:
     """A computer is offered unless ``--browser off``, or the policy's ``[browser]`` rules let
-    the browser open no page at all (nothing allowed, and the default is deny)."""
+    the browser open no page at all (nothing allowed, and the default is deny). The desktop is
+    always offered: its network is the ``[shell]`` one, not the browser's rules."""
+    if placement in ("off", "desktop"):
+        return placement == "desktop"
     section = policy.browser
-    return placement != "off" and (bool(section.allow_domains) or section.default is not Decision.DENY)
+    return bool(section.allow_domains) or section.default is not Decision.DENY
 
 
 def offered(placement: str, policy: Policy) -> list[ToolSpec]:
-    """The tools a session gets: the shell and apply_patch; the computer and its navigation
-    tools where :func:`computer_offered`."""
+    """The tools a session gets: the shell and apply_patch; the computer where
+    :func:`computer_offered`, with the navigation tools when it is a browser."""
     tools = [SHELL, APPLY_PATCH]
-    if computer_offered(placement, policy):
-        tools += [_computer(), *_navigation()]
+    if placement == "desktop":
+        tools.append(_computer("desktop"))
+    elif computer_offered(placement, policy):
+        tools += [_computer("browser"), *_navigation()]
     return tools

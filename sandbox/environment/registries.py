@@ -11,6 +11,9 @@ own source lists. What a setup's proxy may reach follows from those answers at b
   one project page (PEP 691 JSON, else the HTML links). The index URLs are passed to setup as
   ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL``: a container's pip has no configuration.
 * **npm** — ``registry`` and every ``@scope:registry``, passed on as ``npm_config_*``.
+
+Reading pip's and npm's configuration is :mod:`sandloop.package_clients` (the policy's secrets
+check asks it too); what needs the network or an image is here.
 * **apt / apk / dnf** — the URIs in the image's sources (one-line and deb822 apt files, apk's
   repositories, dnf's ``baseurl`` / ``mirrorlist`` / ``metalink``).
 """
@@ -19,32 +22,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
-from sandloop.errors import ConfigError
+from sandloop.package_clients import PipOptions, host_of, npm_registries, pip_options
 
 __all__ = ["SYSTEM", "PipOptions", "Reach", "host_of", "npm_reach", "pip_options", "pip_reach", "system_reach"]
 
 #: Registries read from the image (its package manager's sources) rather than from this host.
 SYSTEM = ("apt", "apk", "dnf")
-_TIMEOUT_S = 60.0
-
-_PIP_OPTIONS = """
-import json
-from pip._internal.commands import create_command
-from pip._internal.models.index import PyPI
-opts, _ = create_command("download").parse_args([])
-print(json.dumps({"index_url": opts.index_url, "extra_index_urls": list(opts.extra_index_urls or []),
-                  "find_links": list(opts.find_links or []), "trusted_hosts": list(opts.trusted_hosts or []),
-                  "default_index": PyPI.simple_url, "default_files": PyPI.file_storage_domain}))
-"""
 
 
 @dataclass(frozen=True)
@@ -60,69 +48,11 @@ class Reach:
                      (*self.notes, *other.notes))
 
 
-def host_of(url: str) -> str | None:
-    """``host`` or ``host:port`` (a port only when it is not the scheme's own) of an http(s) URL."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    default = 443 if parts.scheme == "https" else 80
-    return host if port in (None, default) else f"{host}:{port}"
-
-
 def _web(urls: Iterable[str]) -> list[str]:
     return [u for u in urls if host_of(u) is not None]
 
 
 # --- pip ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PipOptions:
-    index_url: str
-    extra_index_urls: tuple[str, ...]
-    find_links: tuple[str, ...]
-    trusted_hosts: tuple[str, ...]
-    default_index: str
-    default_files: str
-
-
-def _run_neutral(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run a host client in an empty folder of its own: no project files, no project config."""
-    with tempfile.TemporaryDirectory(prefix="sandloop-neutral-") as folder:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False, cwd=folder)
-
-
-def pip_options(python: str | None = None) -> PipOptions:
-    """pip's effective download options on this host, from pip's own option parser."""
-    candidates = [python] if python else [sys.executable, shutil.which("python3") or ""]
-    problems = []
-    for exe in filter(None, candidates):
-        try:
-            # -I and a neutral folder: `python -c` would put the current folder (the checkout,
-            # when sandloop runs in it) first on sys.path, and import its json.py on the host.
-            done = _run_neutral([exe, "-I", "-c", _PIP_OPTIONS])
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            problems.append(f"{exe}: {exc}")
-            continue
-        if done.returncode == 0:
-            try:
-                found = json.loads(done.stdout.strip().splitlines()[-1])
-                return PipOptions(
-                    index_url=str(found["index_url"] or found["default_index"]),
-                    extra_index_urls=tuple(map(str, found["extra_index_urls"])),
-                    find_links=tuple(map(str, found["find_links"])),
-                    trusted_hosts=tuple(map(str, found["trusted_hosts"])),
-                    default_index=str(found["default_index"]), default_files=str(found["default_files"]))
-            except (ValueError, IndexError, KeyError, TypeError):
-                pass
-        problems.append(f"{exe}: {(done.stderr.strip().splitlines() or ['no answer'])[-1]}")
-    raise ConfigError("setup_registries names pip, but pip's configuration cannot be read on this host "
-                      f"({'; '.join(problems)}): list the index hosts in setup_network instead")
 
 
 def _file_hosts(index: str) -> tuple[list[str], str | None]:
@@ -153,16 +83,10 @@ def pip_reach(python: str | None = None, *, probe_files: bool = True) -> Reach:
     index = opts.index_url
     extras = _web(opts.extra_index_urls)
     links = _web(opts.find_links)
-    hosts: list[str] = []
+    hosts: list[str] = opts.index_hosts()
     notes: list[str] = []
     for url in [index, *extras]:
-        host = host_of(url)
-        if host is None:
-            continue
-        hosts.append(host)
-        if url.rstrip("/") == opts.default_index.rstrip("/"):
-            hosts.append(opts.default_files)
-        elif probe_files:
+        if probe_files and host_of(url) is not None and url.rstrip("/") != opts.default_index.rstrip("/"):
             found, note = _file_hosts(url)
             hosts.extend(found)
             notes.extend([note] if note else [])
@@ -182,22 +106,9 @@ def pip_reach(python: str | None = None, *, probe_files: bool = True) -> Reach:
 
 def npm_reach(npm: str | None = None) -> Reach:
     """npm's registry and scoped registries, as this host's npm is configured."""
-    exe = npm or shutil.which("npm")
-    if not exe:
-        raise ConfigError("setup_registries names npm, but this host has no npm to read its registry from: "
-                          "list the registry host in setup_network instead")
-    try:
-        # From a neutral folder: npm reads a project's .npmrc from the folder it runs in (and
-        # those above it), and the checkout must never decide which hosts setup may reach.
-        done = _run_neutral([exe, "config", "ls", "-l", "--json"])
-        config = json.loads(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        raise ConfigError(f"setup_registries names npm, but `npm config ls` did not answer ({exc})") from None
     hosts: list[str] = []
     env: dict[str, str] = {}
-    for name, value in sorted(config.items()):
-        if not isinstance(value, str) or not (name == "registry" or re.fullmatch(r"@[^:/]+:registry", name)):
-            continue
+    for name, value in npm_registries(npm).items():
         host = host_of(value)
         if host is None:
             continue

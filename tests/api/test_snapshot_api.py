@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ import openai
 import pytest
 
 import executor
+from executor.cli import main
 from executor.snapshot import SnapshotError, load, session_factory
 from executor.testing import FakeResponsesServer, ScriptedModel, message, reasoning, shell_call
 from policies.audit import check
 from sandbox.pool import SessionPool
-from sandbox.snapshots import RUN_LABEL, prune
+from sandbox.snapshots import RUN_LABEL, list_snapshots, prune
 from tests.api.scenario import make_repo, outputs
 
 pytestmark = pytest.mark.docker
@@ -155,7 +157,8 @@ async def test_bad_snapshots_are_one_line_errors(repo: Path, tmp_path: Path) -> 
 
 
 async def test_a_writable_root_is_committed_and_resumed_and_pruned(
-        docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     # a root-owned checkout runs as uid 0 (every capability dropped): it can install where root
     # owns the root file system
     root_repo = make_repo(tmp_path / "root-repo", uid=0)
@@ -178,10 +181,20 @@ async def test_a_writable_root_is_committed_and_resumed_and_pruned(
     assert not server.rejections, server.rejections
     found = _stdout(outputs(server.requests, "shell_call_output")[-1])
     assert "rooted" in found and "snapmod 42" in found
-    # its image removed by hand: a resume says so in one line
+    # listed with the committed root's layer beside the folder's files, the image by its whole name
+    listed = {snap.run_id: snap for snap in list_snapshots(client=docker_client)}[first.name]
+    assert listed.layer == docker_client.api.history(manifest["image"])[0]["Size"] and listed.layer > 0
+    assert main(["snapshot", "ls"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(first.name)]
+    assert f"files {listed.size / 1e6:.1f} MB + root layer {listed.layer / 1e6:.1f} MB" in line, line
+    assert line.endswith(f"root {manifest['image']}"), line
+    # its image removed by hand: a resume says so in one line, naming the whole image
     docker_client.images.remove(manifest["image"])
-    with pytest.raises(SnapshotError, match=r"needs its root image .* which was removed \(pruned\)"):
+    with pytest.raises(SnapshotError, match=rf"needs its root image {re.escape(manifest['image'])}, which was "
+                                            r"removed \(pruned\)"):
         await executor.open_run(root_repo, model="scripted", api_key="x", resume=first)
+    assert main(["snapshot", "ls"]) == 0
+    assert "+ root layer gone" in capsys.readouterr().out
     # pruned: the folder and the resumed run's image go too
     removed = prune(older_than_days=None, everything=True, client=docker_client)
     assert first.name in {snap.run_id for snap in removed}

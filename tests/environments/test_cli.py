@@ -53,6 +53,12 @@ def test_show_without_a_policy_says_it_is_the_default_even_beside_a_checkout_pol
     shown = json.loads(capsys.readouterr().out)
     assert shown["policy"] == str(user_workspace / "sandloop.toml") and "note" not in shown
     assert shown["preset"] == "python" and shown["setup_registries"] == ["pip"]
+    # the base image by its whole name (a cut name can name another image), its id shortened
+    base = shown["base"]
+    assert main(["env", "show", "--policy", "sandloop.toml"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert f"base: image={base['image']}, id={base['id'][:19]}" in err, err
+    assert len(base["image"]) > 19 and base["id"].startswith("sha256:")
 
 
 def test_build_ls_and_prune_one_environment(tmp_path: Path, user_workspace: Path, docker_client: docker.DockerClient,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from sandbox.environment import registries
 from sandbox.environment.probe import parse
 from sandbox.environment.registries import host_of, pip_options, system_reach
+from sandloop.errors import ConfigError
 
 
 def test_host_of_keeps_only_a_non_default_port_and_web_schemes() -> None:
@@ -60,7 +63,7 @@ def test_pips_default_index_brings_its_file_host(monkeypatch: pytest.MonkeyPatch
 
 
 def test_npm_registry_from_npm_config(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    if registries.shutil.which("npm") is None:
+    if shutil.which("npm") is None:
         pytest.skip("no npm on this host")
     monkeypatch.setenv("npm_config_registry", "https://npm.invalid:4873/")
     monkeypatch.setenv("npm_config_@corp:registry", "https://corp.invalid/npm/")
@@ -71,8 +74,8 @@ def test_npm_registry_from_npm_config(monkeypatch: pytest.MonkeyPatch, tmp_path)
 
 
 def test_a_missing_npm_is_a_one_line_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registries.shutil, "which", lambda name: None)
-    with pytest.raises(registries.ConfigError, match="no npm"):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="no npm"):
         registries.npm_reach()
 
 
@@ -90,7 +93,7 @@ def test_a_checkout_in_the_current_folder_decides_nothing(monkeypatch: pytest.Mo
     monkeypatch.delenv("npm_config_registry", raising=False)
     opts = pip_options()
     assert opts.index_url and not marker.exists()
-    if registries.shutil.which("npm") is not None:
+    if shutil.which("npm") is not None:
         reach = registries.npm_reach()
         assert not {"exfil.attacker.test", "10.1.2.3:8443"} & set(reach.hosts), reach.hosts
         assert "exfil" not in str(reach.env)

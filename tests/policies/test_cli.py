@@ -61,6 +61,17 @@ def test_check_reports_lint_findings(run: Run, write_policy: Callable[..., Path]
     assert code == 1 and "escapable-allow" in out
 
 
+def test_check_shows_notes_and_passes(run: Run, write_policy: Callable[..., Path]) -> None:
+    path = write_policy('version = 1\nextends = ["default"]\n')
+    code, out, _ = run("policy", "check", str(path))
+    assert code == 0 and "note browser-network-separate policies/presets/default.toml:" in out
+    assert "no findings (1 note(s)" in out
+    code, out, _ = run("policy", "check", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["findings"] == []
+    assert [(n["code"], n["severity"]) for n in data["notes"]] == [("browser-network-separate", "note")]
+
+
 def test_explain_command(run: Run) -> None:
     code, out, _ = run("policy", "explain", "default", "--", "git push origin main")
     assert code == 0 and "prompt" in out and "git-push" in out and "default.toml:" in out
@@ -99,6 +110,20 @@ def test_test_command_with_cases(run: Run, tmp_path: Path) -> None:
     code, out, _ = run("policy", "test", "default", str(cases), "--json")
     data = json.loads(out)
     assert code == 1 and len(data["failures"]) == 1 and "'ls'" in data["failures"][0]
+
+
+def test_a_rule_written_in_no_file_is_located_as_built_in(run: Run, tmp_path: Path) -> None:
+    """A write outside the workspace is decided by sandloop's own rule (files.outside), which no
+    policy line holds: every place that prints a rule's location says built-in, never None."""
+    code, out, _ = run("policy", "explain", "default", "--", "echo x > /etc/passwd")
+    assert code == 0 and "by files.outside at built-in:" in out and "None" not in out
+    cases = tmp_path / "cases.toml"
+    cases.write_text('[[case]]\ncommand = "echo x > /etc/passwd"\ndecision = "deny"\n')
+    code, out, _ = run("policy", "test", "default", str(cases))
+    assert code == 1 and "(policies/presets/default.toml:" in out and "None" not in out
+    cases.write_text('[[case]]\ncommand = "> /etc/passwd"\ndecision = "deny"\n')
+    code, out, _ = run("policy", "test", "default", str(cases))
+    assert code == 1 and "by files.outside (built-in)" in out and "None" not in out
 
 
 def test_test_command_reports_every_failing_example(run: Run,
@@ -155,7 +180,14 @@ def test_audit_verify_and_summary(run: Run, tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("git push", "git pusH"))
     code, out, _ = run("audit", "verify", str(path), "--json")
     assert code == 1 and json.loads(out)["problems"]
-    assert run("audit", "verify", str(tmp_path / "missing.jsonl"))[0] == 2
+    code, out, err = run("audit", "verify", str(tmp_path / "missing.jsonl"))
+    assert code == 2 and "give its head, --summary or --head" in out + err
+    # with a head, a missing log is the empty chain: valid at the empty head, removed at another
+    empty = AuditLog(tmp_path / "none.jsonl").head()
+    code, out, _ = run("audit", "verify", str(tmp_path / "missing.jsonl"), "--head", str(empty))
+    assert code == 0 and "chain intact: 0 records" in out
+    code, out, _ = run("audit", "verify", str(tmp_path / "missing.jsonl"), "--head", str(log.head()), "--json")
+    assert code == 1 and "the log is missing" in json.loads(out)["problems"][0]
 
 
 def _audit_log(path: Path, n: int = 5) -> Head:

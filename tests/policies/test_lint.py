@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policies.engine import load_policy
-from policies.lint import lint
+from policies.lint import ERROR, NOTE, lint
 
 RULE = '[[shell.rules]]\nid = "{id}"\npattern = {pattern}\ndecision = "{decision}"\njustification = "j"\n'
 
@@ -64,7 +64,40 @@ def test_writable_git_open_network_and_timeouts(write_policy: Callable[..., Path
     text = ('version = 1\n[shell]\nnetwork = ["*"]\ndefault_timeout_ms = 900000\n'
             'max_timeout_ms = 1000\n[files]\nwritable = ["**"]\nread_only = []\n')
     assert _codes(write_policy(text)) == [
-        ("writable-git", "files.writable", "7"),
+        ("writable-git", "files.writable", "8"),  # the read_only line: where '**/.git/**' goes
         ("open-network", "shell.network", "3"),
         ("timeout-above-max", "shell.default_timeout_ms", "4"),
     ]
+
+
+def test_a_finding_in_a_shipped_preset_the_file_does_not_change_is_a_note(
+        write_policy: Callable[..., Path]) -> None:
+    """A policy that only extends default is not failed for default's own lines (the browser it
+    leaves open is default's documented choice); the file that writes them is."""
+    path = write_policy('version = 1\nextends = ["default"]\n[session]\nsnapshot = "on_stop"\n')
+    (note,) = lint(load_policy(path))
+    assert (note.code, note.severity) == ("browser-network-separate", NOTE)
+    assert note.source.startswith("policies/presets/default.toml:")
+    team = write_policy('version = 1\n[shell]\nnetwork = "none"\n[browser]\nallow_domains = ["*"]\n', "team.toml")
+    path = write_policy(f'version = 1\nextends = ["{team.name}"]\n')
+    (finding,) = lint(load_policy(path))
+    assert (finding.code, finding.severity, finding.source) == ("browser-network-separate", ERROR, f"{team}:5")
+
+
+def test_a_finding_the_users_file_causes_is_located_there_and_stays_an_error(
+        write_policy: Callable[..., Path]) -> None:
+    """Emptying default's read_only list leaves .git writable: the error is on that line, not on
+    default's writable glob. A rule of the user's that hides a preset rule deciding otherwise is
+    reported on the user's rule; one that hides a rule deciding the same is only a note."""
+    path = write_policy('version = 1\nextends = ["default"]\n[files]\nread_only = []\n')
+    assert [(f.code, f.severity, f.source) for f in lint(load_policy(path)) if f.severity == ERROR] == [
+        ("writable-git", ERROR, f"{path}:4")]
+    path = write_policy('version = 1\nextends = ["default"]\n'
+                        + RULE.format(id="mine", pattern='["git", "push", "**"]', decision="allow"))
+    shadowed = [f for f in lint(load_policy(path)) if f.code == "shadowed-rule"]
+    assert [(f.rule_id, f.severity, f.source) for f in shadowed] == [("mine", ERROR, f"{path}:3")]
+    assert "'git-push'" in shadowed[0].message and "prompt" in shadowed[0].message
+    path = write_policy('version = 1\nextends = ["default"]\n'
+                        + RULE.format(id="mine", pattern='["git", "push", "**"]', decision="prompt"))
+    shadowed = [f for f in lint(load_policy(path)) if f.code == "shadowed-rule"]
+    assert [(f.severity, f.rule_id) for f in shadowed] == [(NOTE, "git-push")]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from executor.sandbox_config import docker_config
+from executor.cli import main
+from executor.sandbox_config import docker_config, environment_spec
+from executor.testing import FakeResponsesServer, ScriptedModel, message
 from policies.engine import load_policy
 from policies.lint import lint
 from policies.model import PolicyLoadError
@@ -64,13 +67,70 @@ def test_a_secret_for_a_host_no_list_allows_is_an_error(write_policy: Callable[.
     findings = lint(load_policy(path))
     assert [(f.code, f.rule_id, f.source.rsplit(":", 1)[1]) for f in findings] == [
         ("secret-host-not-allowed", "secrets.s", "4")]
-    with pytest.raises(ConfigError, match=r"^secret 's': its host pkgs.example.test:443 is allowed by neither"):
+    with pytest.raises(ConfigError, match=r"^secret 's' is for pkgs.example.test:443: neither \[shell\] network"):
         docker_config(load_policy(path).policy)
     # Allowed for environment setup only: no lint finding, and the agent's session does not get it.
     path = write_policy('version = 1\n[environment]\nsetup_network = ["pkgs.example.test"]\n'
                         '[secrets.s]\nhost = "pkgs.example.test"\nenv = "T"\n')
     assert lint(load_policy(path)) == []
     assert docker_config(load_policy(path).policy).secrets == ()
+
+
+# Hosts this test's clients are configured with (test names, never contacted: nothing is fetched).
+INDEX, NPM = "index.sandloop.test", "npm.sandloop.test"
+OTHER = "evil-not-a-registry.example.com"
+
+
+@pytest.fixture
+def clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip and npm configured, through their own variables, with this test's registries."""
+    monkeypatch.setenv("PIP_INDEX_URL", f"https://{INDEX}/simple/")
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.setenv("npm_config_registry", f"https://{NPM}/")
+
+
+def _registry_policy(write_policy: Callable[..., Path], registry: str, host: str) -> Path:
+    return write_policy(f'version = 1\nextends = ["default"]\n[environment]\nsetup_registries = ["{registry}"]\n'
+                        f'[secrets.api]\nhost = "{host}"\nenv = "SANDLOOP_TEST_TOKEN"\n')
+
+
+@pytest.mark.parametrize("registry", ["pip", "npm"])
+def test_setup_registries_allow_their_own_hosts_and_no_other(write_policy: Callable[..., Path], clients: None,
+                                                             registry: str) -> None:
+    """A registry of setup_registries allows its host as the client has it configured, for setup
+    only; a secret for any other host stays a lint error and is refused at start."""
+    if registry == "npm" and shutil.which("npm") is None:
+        pytest.skip("no npm on this host")
+    own = {"pip": INDEX, "npm": NPM}[registry]
+    loaded = load_policy(_registry_policy(write_policy, registry, own))
+    assert [f for f in lint(loaded) if f.code == "secret-host-not-allowed"] == []
+    assert [s.host for s in environment_spec(loaded.loaded).secrets] == [own]  # setup may send it
+    assert docker_config(loaded.policy).secrets == ()  # the agent's session never gets it
+    path = _registry_policy(write_policy, registry, OTHER)
+    (finding,) = [f for f in lint(load_policy(path)) if f.code == "secret-host-not-allowed"]
+    assert OTHER in finding.message and f"{registry}: {own}" in finding.message
+    assert (finding.rule_id, finding.source) == ("secrets.api", f"{path}:5")
+    for start in (lambda: environment_spec(load_policy(path).loaded), lambda: docker_config(load_policy(path).policy)):
+        with pytest.raises(ConfigError, match=rf"^secret 'api' is for {OTHER}:443: neither .* nor is it a registry"):
+            start()
+
+
+def test_a_run_with_a_secret_no_registry_allows_is_refused_before_it_starts(
+        write_policy: Callable[..., Path], clients: None, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDLOOP_TEST_TOKEN", "a-token-for-the-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    policy = _registry_policy(write_policy, "pip", OTHER)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    with FakeResponsesServer(ScriptedModel([[message("never asked")]])) as server:
+        code = main(["run", "say hi", "--repo", str(repo), "--base-url", server.base_url, "--policy", str(policy),
+                     "--log", str(tmp_path / "requests.jsonl")])
+    assert code == 2 and server.requests == []
+    assert f"secret 'api' is for {OTHER}:443" in capsys.readouterr().err
+    check = main(["policy", "check", str(policy)])
+    assert check == 1
 
 
 def test_values_are_read_at_start_and_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
