@@ -1,7 +1,7 @@
 """Lints for auditors: policy mistakes that load fine but do not do what they seem to.
 
-Each finding is located at the line to change. One located in a shipped preset that the checked
-file extends is a note (see :data:`NOTE`): ``policy check`` shows it and does not fail for it.
+Each finding is located at the line to change. One that a shipped preset the checked file extends
+has by itself is a note (see :data:`NOTE`): ``policy check`` shows it and does not fail for it.
 
 * ``shadowed-rule`` — an earlier rule matches everything a later one does, so the later one
   never decides (checked pairwise; a rule hidden only by several earlier rules together is not
@@ -34,8 +34,12 @@ file extends is a note (see :data:`NOTE`): ``policy check`` shows it and does no
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import json
+import tempfile
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from policies.engine import CompiledRule, Element, PolicyEngine, Words
@@ -99,10 +103,10 @@ _GIT_PROBES = ((".git/config", "update_file"), (".git/hooks/pre-commit", "create
 
 
 #: A finding's severity: an error fails ``policy check``; a note is shown and does not. A
-#: finding located in a shipped preset the checked file extends (and does not change there) is a
-#: note: the preset is sandloop's, documented and checked on its own, so a user's policy is not
-#: failed for it; the lints point a finding at the line to change, so one the user's file causes
-#: is located there.
+#: finding that a shipped preset the checked file extends has on its own, unchanged, is a note:
+#: the preset is sandloop's, documented and checked by itself, so a user's policy is not failed
+#: for it. Everything the user's file changes is judged as an error, even where it surfaces at a
+#: preset's line.
 ERROR, NOTE = "error", "note"
 
 
@@ -246,9 +250,56 @@ def _secrets(engine: PolicyEngine) -> list[Finding]:
 
 
 def lint(engine: PolicyEngine) -> list[Finding]:
+    """The findings of a policy. One that a shipped preset it extends has by itself (the same
+    finding, at the same line) is a note: the user's file did not cause it and cannot change that
+    line. Anything else is an error, wherever it is located — a user's line can surface a finding
+    at a preset's line (a narrowed rule of the same id, a lower maximum), and a file of the user's
+    own may bear a preset's name, so nothing is judged by a location's name alone."""
+    inherited = _inherited(engine)
+    return [replace(f, severity=NOTE) if _key(f) in inherited else f for f in _findings(engine)]
+
+
+_Key = tuple[str, str | None, str, str]
+
+
+def _key(finding: Finding) -> _Key:
+    return finding.code, finding.rule_id, finding.source, finding.message
+
+
+def _inherited(engine: PolicyEngine) -> frozenset[_Key]:
+    """The findings the shipped presets among the file's bases have each on their own."""
+    presets = PRESETS_DIR.resolve()
+    found: set[_Key] = set()
+    for layer in engine.loaded.layers[:-1]:
+        path = layer.path.resolve()
+        if path.parent == presets:
+            found |= _preset_alone(path)
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=16)
+def _preset_alone(path: Path) -> frozenset[_Key]:
+    """The findings of a file that extends the preset at ``path`` and says nothing else: what
+    any policy extending it has whatever it does (some lints are about what a file inherits)."""
+    # Imported here: `policy explain` imports this module without the schema's models (pydantic).
+    from policies.model import load
+
+    with tempfile.TemporaryDirectory(prefix="sandloop-lint-") as folder:
+        bare = Path(folder) / "extends-only.toml"
+        bare.write_text(f"version = 1\nextends = [{json.dumps(str(path))}]\n")
+        return frozenset(_key(f) for f in _findings(PolicyEngine(load(bare))))
+
+
+def _shipped_layers(engine: PolicyEngine) -> frozenset[int]:
+    """The indexes of the file's bases that are shipped presets (by their resolved path)."""
+    presets = PRESETS_DIR.resolve()
+    return frozenset(i for i, layer in enumerate(engine.loaded.layers[:-1]) if layer.path.resolve().parent == presets)
+
+
+def _findings(engine: PolicyEngine) -> list[Finding]:
     findings: list[Finding] = []
     rules = engine.rules
-    shipped = _shipped_presets(engine)
+    shipped = _shipped_layers(engine)
     for later in rules:
         for earlier in rules[: later.index]:
             if _subsumes(earlier.elements, later.elements):
@@ -284,27 +335,21 @@ def lint(engine: PolicyEngine) -> list[Finding]:
             "timeout-above-max", f"shell.default_timeout_ms ({shell.default_timeout_ms}) is above "
             f"shell.max_timeout_ms ({shell.max_timeout_ms})",
             "shell.default_timeout_ms", engine.loaded.where(("shell", "default_timeout_ms"))))
-    return [replace(f, severity=NOTE) if _file_of(f.source) in shipped else f for f in findings]
+    return findings
 
 
-def _shipped_presets(engine: PolicyEngine) -> frozenset[str]:
-    """How findings name the shipped presets the checked file extends (not the file itself)."""
-    presets = PRESETS_DIR.resolve()
-    return frozenset(layer.name for layer in engine.loaded.layers[:-1] if layer.path.parent == presets)
-
-
-def _file_of(source: str) -> str:
-    name, colon, line = source.rpartition(":")
-    return name if colon and line.isdigit() else source
-
-
-def _shadowed(engine: PolicyEngine, shipped: frozenset[str], earlier: CompiledRule,
+def _shadowed(engine: PolicyEngine, shipped: frozenset[int], earlier: CompiledRule,
               later: CompiledRule) -> Finding:
     """A rule that never decides. When the user's rule hides a shipped preset's rule that would
     decide otherwise, the finding is about the user's rule: the preset's line is not the one to
     change, and the hidden decision (a prompt on git push…) is what the user may not have meant."""
-    if (_file_of(later.source) in shipped and _file_of(earlier.source) not in shipped
-            and earlier.rule.decision is not later.rule.decision):
+    layer = engine.loaded.rule_origins
+    if layer[later.index][0] in shipped and layer[earlier.index][0] not in shipped:
+        if earlier.rule.decision is later.rule.decision:  # the same decision either way: harmless
+            return Finding(
+                "shadowed-rule", f"rule {later.rule.id!r} never decides: your rule {earlier.rule.id!r} "
+                f"({earlier.source}) matches everything it matches, with the same decision",
+                later.rule.id, later.source, NOTE)
         return Finding(
             "shadowed-rule",
             f"rule {earlier.rule.id!r} matches everything the preset's rule {later.rule.id!r} ({later.source}, "

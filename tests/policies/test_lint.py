@@ -101,3 +101,24 @@ def test_a_finding_the_users_file_causes_is_located_there_and_stays_an_error(
                         + RULE.format(id="mine", pattern='["git", "push", "**"]', decision="prompt"))
     shadowed = [f for f in lint(load_policy(path)) if f.code == "shadowed-rule"]
     assert [(f.severity, f.rule_id) for f in shadowed] == [(NOTE, "git-push")]
+
+
+def test_a_users_change_that_surfaces_at_a_presets_line_stays_an_error(
+        write_policy: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what a file that extends the preset and says nothing else would get is a note. A
+    user's rule of the same id, a lower maximum, or a file of the user's own that bears a preset's
+    name all change what the preset's lines mean: their findings stay errors."""
+    narrowed = write_policy('version = 1\nextends = ["default"]\n'
+                            + RULE.format(id="find-writes", pattern='["find", "**", "-delete"]', decision="prompt"))
+    errors = [f.code for f in lint(load_policy(narrowed)) if f.severity == ERROR]
+    assert "command-option-allow" in errors  # `find . -fprint /tmp/x` is now allowed by read-tools
+    lower = write_policy('version = 1\nextends = ["default"]\n[shell]\nmax_timeout_ms = 1000\n')
+    assert "timeout-above-max" in [f.code for f in lint(load_policy(lower)) if f.severity == ERROR]
+    # A file of the user's own at policies/presets/default.toml, checked from its folder.
+    own = tmp_path / "policies" / "presets" / "default.toml"
+    own.parent.mkdir(parents=True)
+    own.write_text('version = 1\n[files]\nread_only = []\n[shell]\nnetwork = ["*"]\n')
+    top = write_policy('version = 1\nextends = ["default", "policies/presets/default.toml"]\n', "top.toml")
+    monkeypatch.chdir(tmp_path)
+    errors = [f.code for f in lint(load_policy(top)) if f.severity == ERROR]
+    assert "writable-git" in errors and "open-network" in errors
