@@ -283,10 +283,11 @@ async def apply_operations(
         try:
             await session.commit(changes)
         except PathRefused as exc:  # the session's own check, where the files live
-            first = changes[0]
-            what: PatchKind = ("delete_file" if first.content is None
-                               else "update_file" if ws.existed(first.path) else "create_file")
-            await _tell(refused, ", ".join(c.path for c in changes), what,
-                        Verdict(Decision.DENY, str(exc), PATH_RULE))
+            # The commit is refused whole, so no file of it was written: one record per file,
+            # each under its own path (a joined list would be a path nobody named).
+            for change in changes:
+                what: PatchKind = ("delete_file" if change.content is None
+                                   else "update_file" if ws.existed(change.path) else "create_file")
+                await _tell(refused, change.path, what, Verdict(Decision.DENY, str(exc), PATH_RULE))
             raise
     return PatchResult(tuple(summaries), tuple(changes), False)

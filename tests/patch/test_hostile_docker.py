@@ -151,3 +151,25 @@ async def test_a_symlink_planted_before_the_commit_is_refused_and_audited(
     assert [(r["decision"], r["rule_id"], r["path"]) for r in records if r["kind"] == "decision"] == [
         ("allow", "files.writable", "d/evil.conf"), ("deny", "files.path", "d/evil.conf")]
     assert verify(tmp_path / "audit.jsonl") == []
+
+
+async def test_a_refused_commit_of_several_files_records_each_under_its_own_path(
+    docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path
+) -> None:
+    # The session refuses the commit whole: neither file is written, and each is recorded by its
+    # own path (one record for a joined "a, b" would name a path nobody gave).
+    (user_workspace / "d").mkdir()
+    os.chown(user_workspace / "d", 1000, 1000)
+    gate = PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"))
+    patch = "*** Begin Patch\n*** Add File: d/evil.conf\n+pwned\n*** Add File: ok.txt\n+fine\n*** End Patch\n"
+    item = ResponseCustomToolCall.model_validate(
+        {"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch", "input": patch})
+    async with await _PlantsBeforeCommit.create(user_workspace, client=docker_client) as session:
+        out = await handle_apply_patch_custom_call(item, session, allow=gate_allow(gate, "call_1", 7),
+                                                   refused=gate_refused(gate, "call_1"))
+        leaked = await session.run("test ! -e /etc/evil.conf && test ! -e ok.txt && echo clean")
+    assert leaked.stdout.text == "clean\n", out
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    denies = [(r["rule_id"], r["path"]) for r in records if r["kind"] == "decision" and r["decision"] == "deny"]
+    assert sorted(denies) == [("files.path", "d/evil.conf"), ("files.path", "ok.txt")]
+    assert verify(tmp_path / "audit.jsonl") == []
