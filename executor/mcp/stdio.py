@@ -24,6 +24,7 @@ import json
 import os
 import re
 import selectors
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -219,7 +220,11 @@ def _pollable(fd: int) -> bool:
     """Whether the event loop can wait on ``fd``. epoll refuses regular files and some character
     devices (/dev/null): asyncio's pipe transports would fail on them only later, inside a loop
     callback, leaving a traceback and a read that never ends. Reading or writing those does not
-    block, so they are used directly."""
+    block, so they are used directly. (asyncio's pipes also take only a pipe, a socket or a
+    character device; a selector that accepts a regular file, like kqueue, is not enough.)"""
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
     with selectors.DefaultSelector() as selector:
         try:
             selector.register(fd, selectors.EVENT_READ)

@@ -130,12 +130,17 @@ def test_lines_that_are_no_request_are_answered_and_the_session_goes_on(raw: sub
     assert not list(tmp_path.iterdir())  # no tool ran: the checkout is as it was
 
 
-@pytest.mark.parametrize("streams", ["stdin", "stdin and stdout"])
+@pytest.mark.parametrize("streams", ["stdin", "stdin and stdout", "a file as stdin"])
 def test_dev_null_as_the_wire_ends_the_session_at_once(tmp_path: Path, streams: str) -> None:
-    # /dev/null is a character device epoll refuses: the server must read its EOF (and write into
-    # it) like a file's, and exit cleanly, not fail inside the event loop and wait forever.
+    # /dev/null is a character device epoll refuses (and a regular file is no pipe): the server
+    # must read its EOF (and write into it) like a file's, and exit cleanly, not fail inside the
+    # event loop and wait forever.
     out = subprocess.DEVNULL if "stdout" in streams else subprocess.PIPE
-    done = subprocess.run([SANDLOOP, "mcp", "--repo", str(tmp_path), "--browser", "off"], stdin=subprocess.DEVNULL,
-                          stdout=out, stderr=subprocess.PIPE, env=env(), timeout=60)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with empty.open("rb") as file:
+        wire_in: Any = file if "file" in streams else subprocess.DEVNULL
+        done = subprocess.run([SANDLOOP, "mcp", "--repo", str(tmp_path), "--browser", "off"], stdin=wire_in,
+                              stdout=out, stderr=subprocess.PIPE, env=env(), timeout=60)
     assert done.returncode == 0, done.stderr
     assert b"Traceback" not in done.stderr
