@@ -229,7 +229,9 @@ def secrets_not_allowed(policy: Policy) -> list[tuple[str, str]]:
     except ConfigError as exc:
         return [(name, f"{_NOT_LISTED}, and the registries of setup_registries are unknown ({exc})")
                 for name in left]
-    registries = [host_entry(host) for host in hosts]
+    # A registry named without a port is served on HTTPS's (a secret is added to HTTPS only):
+    # a bare host entry would match every port of that host.
+    registries = [host_entry(host if ":" in host.rpartition("]")[2] else f"{host}:443") for host in hosts]
     return [(name, f"{_NOT_LISTED}, nor is it a registry host of setup_registries "
              f"({', '.join(clients)}: {', '.join(hosts) or 'none'})")
             for name in left if match_host(registries, policy.secrets[name].host, policy.secrets[name].port) is None]

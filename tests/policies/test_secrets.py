@@ -78,7 +78,7 @@ def test_a_secret_for_a_host_no_list_allows_is_an_error(write_policy: Callable[.
 
 # Hosts this test's clients are configured with (test names, never contacted: nothing is fetched).
 INDEX, NPM = "index.sandloop.test", "npm.sandloop.test"
-OTHER = "evil-not-a-registry.example.com"
+OTHER = "evil.sandloop.test"
 
 
 @pytest.fixture
@@ -113,6 +113,14 @@ def test_setup_registries_allow_their_own_hosts_and_no_other(write_policy: Calla
     for start in (lambda: environment_spec(load_policy(path).loaded), lambda: docker_config(load_policy(path).policy)):
         with pytest.raises(ConfigError, match=rf"^secret 'api' is for {OTHER}:443: neither .* nor is it a registry"):
             start()
+
+
+def test_a_registry_allows_its_own_port_only(write_policy: Callable[..., Path], clients: None) -> None:
+    # The index is https://index.sandloop.test/: port 443, not every port of that host.
+    path = write_policy(f'version = 1\nextends = ["default"]\n[environment]\nsetup_registries = ["pip"]\n'
+                        f'[secrets.api]\nhost = "{INDEX}"\nport = 22\nenv = "SANDLOOP_TEST_TOKEN"\n')
+    (finding,) = [f for f in lint(load_policy(path)) if f.code == "secret-host-not-allowed"]
+    assert f"{INDEX}:22" in finding.message
 
 
 def test_a_run_with_a_secret_no_registry_allows_is_refused_before_it_starts(
