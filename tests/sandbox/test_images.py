@@ -19,7 +19,7 @@ import pytest
 import requests
 from rich.console import Console
 
-from executor import demo
+from executor import demo, run_cli
 from executor.run import BudgetOverrides, RunOptions
 from sandbox import images
 
@@ -57,8 +57,10 @@ def test_the_demo_plan_builds_what_the_demo_runs_in_and_leaves_the_large_images_
 
 
 def _scenario_options() -> RunOptions:
-    args = argparse.Namespace(policy=None, base_url=None, model=None, browser=None, stateless=False, log=None,
-                              record=None, image=None)
+    # The arguments as `sandloop run --demo` parses them (a hand-made namespace drifts from it).
+    parser = argparse.ArgumentParser()
+    run_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["run", "--demo"])
     with demo.scenario(args, Console(file=io.StringIO()), BudgetOverrides()) as opts:
         return opts
 
