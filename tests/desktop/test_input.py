@@ -55,12 +55,11 @@ async def test_drag_selects_and_the_middle_button_pastes_it(desktop: Desktop, wo
         {"x": 45, "y": top}, {"x": 200, "y": top}, {"x": 330, "y": top}]}])
     box = changed(before, after)
     assert box is not None and box[1] <= top <= box[3], "the dragged text was not highlighted"
-    await desktop.perform([
-        {"type": "type", "text": "echo "},
-        {"type": "click", "x": 300, "y": 300, "button": "wheel"},
-        {"type": "type", "text": " > dragged.txt"},
-        {"type": "keypress", "keys": ["ENTER"]},
-    ])
+    # Two calls, as a model makes them: a paste is asynchronous in X (xterm asks the selection's
+    # owner and writes what comes back later), so keys sent in the same breath can reach the
+    # shell before the pasted text does. The first call's screenshot waits for the screen to settle.
+    await desktop.perform([{"type": "type", "text": "echo "}, {"type": "click", "x": 300, "y": 300, "button": "wheel"}])
+    await desktop.perform([{"type": "type", "text": " > dragged.txt"}, {"type": "keypress", "keys": ["ENTER"]}])
     pasted = (await file_appears(workspace / "dragged.txt")).strip()
     assert pasted and set(pasted) == {"x"} and 10 <= len(pasted) <= 60
 
