@@ -270,13 +270,8 @@ def _key(finding: Finding) -> _Key:
 
 def _inherited(engine: PolicyEngine) -> frozenset[_Key]:
     """The findings the shipped presets among the file's bases have each on their own."""
-    presets = PRESETS_DIR.resolve()
-    found: set[_Key] = set()
-    for layer in engine.loaded.layers[:-1]:
-        path = layer.path.resolve()
-        if path.parent == presets:
-            found |= _preset_alone(path)
-    return frozenset(found)
+    layers = engine.loaded.layers
+    return frozenset().union(*(_preset_alone(layers[i].path.resolve()) for i in _shipped_layers(engine)))
 
 
 @functools.lru_cache(maxsize=16)

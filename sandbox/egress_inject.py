@@ -235,6 +235,10 @@ class Masker:
         out, self.held = data[:cut], data[cut:]
         return out
 
+    def pending(self) -> bytes:
+        """Nothing: a plain stream is masked as it comes (a :class:`ResponseGuard` may hold more)."""
+        return b""
+
     def flush(self) -> bytes:
         out, self.held = self.held, b""
         return out
@@ -379,13 +383,11 @@ def relay(client: socket.socket, upstream: socket.socket, idle_s: float,
                 data = _recv(src)
                 masking = masker is not None and src is upstream
                 if data:
-                    if isinstance(masker, ResponseGuard) and masking:
+                    if masker is not None and masking:
                         data = masker.feed(data)
                         while more := masker.pending():  # a compressed answer, one bounded step at a time
                             dst.sendall(data)
                             data = more
-                    elif masker is not None and masking:
-                        data = masker.feed(data)
                     elif fence is not None and src is client:
                         data = fence.feed(data)  # past the body: read, never sent
                     if data:
