@@ -134,21 +134,32 @@ class _PlantsBeforeCommit(DockerSession):
         await super().commit(changes)
 
 
+def _gate_over_a_folder_d(user_workspace: Path, tmp_path: Path) -> PolicyGate:
+    """The default policy's gate, logging to tmp_path, over a checkout with a folder ``d`` (the
+    one :class:`_PlantsBeforeCommit` swaps for a symlink)."""
+    (user_workspace / "d").mkdir()
+    os.chown(user_workspace / "d", 1000, 1000)
+    return PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"))
+
+
+def _decisions(tmp_path: Path) -> list[dict[str, Any]]:
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    return [r for r in records if r["kind"] == "decision"]
+
+
 async def test_a_symlink_planted_before_the_commit_is_refused_and_audited(
     docker_client: docker.DockerClient, user_workspace: Path, tmp_path: Path
 ) -> None:
-    (user_workspace / "d").mkdir()
-    os.chown(user_workspace / "d", 1000, 1000)
-    gate = PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"))
+    gate = _gate_over_a_folder_d(user_workspace, tmp_path)
     operation = {"type": "create_file", "path": "d/evil.conf", "diff": "+pwned\n"}
     async with await _PlantsBeforeCommit.create(user_workspace, client=docker_client) as session:
         out = await handle_apply_patch_call(_call(0, operation), session, allow=gate_allow(gate, "call_0", 7),
                                             refused=gate_refused(gate, "call_0"))
         leaked = await session.run("test ! -e /etc/evil.conf && echo clean")
     assert out["status"] == "failed" and leaked.stdout.text == "clean\n", out
-    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    records = _decisions(tmp_path)
     # The policy allowed the file; the session refused it where it lives, and that is recorded.
-    assert [(r["decision"], r["rule_id"], r["path"]) for r in records if r["kind"] == "decision"] == [
+    assert [(r["decision"], r["rule_id"], r["path"]) for r in records] == [
         ("allow", "files.writable", "d/evil.conf"), ("deny", "files.path", "d/evil.conf")]
     assert verify(tmp_path / "audit.jsonl") == []
 
@@ -158,9 +169,7 @@ async def test_a_refused_commit_of_several_files_records_each_under_its_own_path
 ) -> None:
     # The session refuses the commit whole: neither file is written, and each is recorded by its
     # own path (one record for a joined "a, b" would name a path nobody gave).
-    (user_workspace / "d").mkdir()
-    os.chown(user_workspace / "d", 1000, 1000)
-    gate = PolicyGate(load_policy("default"), DenyAll(), AuditLog(tmp_path / "audit.jsonl"))
+    gate = _gate_over_a_folder_d(user_workspace, tmp_path)
     patch = "*** Begin Patch\n*** Add File: d/evil.conf\n+pwned\n*** Add File: ok.txt\n+fine\n*** End Patch\n"
     item = ResponseCustomToolCall.model_validate(
         {"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch", "input": patch})
@@ -169,7 +178,7 @@ async def test_a_refused_commit_of_several_files_records_each_under_its_own_path
                                                    refused=gate_refused(gate, "call_1"))
         leaked = await session.run("test ! -e /etc/evil.conf && test ! -e ok.txt && echo clean")
     assert leaked.stdout.text == "clean\n", out
-    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    denies = [(r["rule_id"], r["path"]) for r in records if r["kind"] == "decision" and r["decision"] == "deny"]
+    records = _decisions(tmp_path)
+    denies = [(r["rule_id"], r["path"]) for r in records if r["decision"] == "deny"]
     assert sorted(denies) == [("files.path", "d/evil.conf"), ("files.path", "ok.txt")]
     assert verify(tmp_path / "audit.jsonl") == []
